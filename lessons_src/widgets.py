@@ -1,0 +1,223 @@
+"""Slider-driven figures that are live in a kernel and still interactive on the static site.
+
+One object, two renderings (see ``shared/DESIGN.md``):
+
+* In Jupyter, Colab or Binder, the notebook shows real ipywidgets sliders. Moving one calls
+  ``update(**values)``, which changes the artists of *one* matplotlib figure in place; the figure
+  is re-encoded as a PNG into the same ``Image`` widget (no new figure per move).
+* On the built website there is no kernel. The same object's ``text/html`` rendering holds
+  every frame of the slider grid, computed at build time, plus a few lines of inline JavaScript
+  that swap the image when a slider moves. No CDN, no network.
+
+The site build prefers ``text/html`` (``nb_mime_priority_overrides`` in ``_config.yml``);
+Jupyter front ends prefer the widget view from the same MIME bundle.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import io
+import itertools
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+__all__ = ["Slider", "InteractiveFigure"]
+
+#: Frames above this count make a page too heavy for the static fallback.
+MAX_FRAMES = 96
+
+
+@dataclass(frozen=True)
+class Slider:
+    """One slider: a parameter ``name`` of ``update`` and the values it steps through."""
+
+    name: str
+    values: Sequence[Any]
+    label: str | None = None
+    initial: Any = None
+    fmt: str = "{}"
+    labels: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier():
+            raise ValueError(f"Slider: name must be a Python identifier, got {self.name!r}")
+        values = tuple(self.values)
+        if len(values) < 2:
+            raise ValueError(f"Slider {self.name!r}: needs at least 2 values, got {len(values)}")
+        object.__setattr__(self, "values", values)
+        if self.initial is not None and self.initial not in values:
+            raise ValueError(
+                f"Slider {self.name!r}: initial value {self.initial!r} is not one of {list(values)}"
+            )
+        object.__setattr__(self, "labels", tuple(self.fmt.format(v) for v in values))
+
+    @property
+    def initial_index(self) -> int:
+        return 0 if self.initial is None else self.values.index(self.initial)
+
+    @property
+    def description(self) -> str:
+        return self.label or self.name
+
+
+class InteractiveFigure:
+    """A matplotlib figure redrawn by ``update(**slider_values)`` as sliders move.
+
+    ``fig`` is drawn once; ``update`` must only change its artists (``set_data``,
+    ``set_height``, ...), with the maths in pure, tested functions. Display the object as the
+    last expression of a cell. ``alt`` describes the figure for screen readers.
+    """
+
+    def __init__(
+        self,
+        fig: Figure,
+        update: Callable[..., None],
+        sliders: Sequence[Slider],
+        *,
+        alt: str,
+        dpi: float | None = None,
+    ) -> None:
+        sliders = tuple(sliders)
+        if not sliders:
+            raise ValueError("InteractiveFigure: give at least one Slider")
+        names = [s.name for s in sliders]
+        if len(set(names)) != len(names):
+            raise ValueError(f"InteractiveFigure: slider names must be unique, got {names}")
+        n_frames = 1
+        for s in sliders:
+            n_frames *= len(s.values)
+        if n_frames > MAX_FRAMES:
+            raise ValueError(
+                f"InteractiveFigure: {n_frames} frames ({' x '.join(str(len(s.values)) for s in sliders)}) "
+                f"is more than {MAX_FRAMES}; use fewer slider values"
+            )
+        self.fig = fig
+        self.update = update
+        self.sliders = sliders
+        self.alt = alt
+        if dpi is not None:
+            fig.set_dpi(dpi)
+        # Draw off-screen on the Agg canvas, and detach from pyplot so the inline backend
+        # does not also show a static copy of the figure at the end of the cell.
+        FigureCanvasAgg(fig)
+        try:
+            import matplotlib.pyplot as plt
+
+            plt.close(fig)
+        except Exception:  # pragma: no cover - pyplot unavailable is fine
+            pass
+        self._widget = None
+
+    # -- rendering -------------------------------------------------------------------------
+    def initial_values(self) -> dict[str, Any]:
+        return {s.name: s.values[s.initial_index] for s in self.sliders}
+
+    def render(self, **values: Any) -> bytes:
+        """Call ``update(**values)`` and return the figure as PNG bytes."""
+        unknown = set(values) - {s.name for s in self.sliders}
+        if unknown:
+            raise ValueError(f"InteractiveFigure.render: unknown slider(s) {sorted(unknown)}")
+        params = {**self.initial_values(), **values}
+        self.update(**params)
+        buf = io.BytesIO()
+        self.fig.canvas.print_png(buf)  # faster than savefig: no bbox or layout pass
+        return buf.getvalue()
+
+    def frames(self) -> list[bytes]:
+        """Every frame of the slider grid, in row-major order (last slider fastest)."""
+        grid = itertools.product(*(s.values for s in self.sliders))
+        frames = [self.render(**dict(zip((s.name for s in self.sliders), combo))) for combo in grid]
+        self.render()  # leave the figure at its initial state
+        return frames
+
+    # -- live widget -----------------------------------------------------------------------
+    def widget(self):
+        """The ipywidgets view: one SelectionSlider per parameter above an Image, redrawn in place."""
+        if self._widget is not None:
+            return self._widget
+        import ipywidgets as w
+
+        image = w.Image(value=self.render(), format="png", layout=w.Layout(max_width="100%"))
+        controls = []
+        for s in self.sliders:
+            control = w.SelectionSlider(
+                options=list(zip(s.labels, s.values)),
+                value=s.values[s.initial_index],
+                description=s.description,
+                continuous_update=True,
+                style={"description_width": "initial"},
+                layout=w.Layout(width="min(32rem, 100%)"),
+            )
+            controls.append(control)
+
+        def redraw(_change=None) -> None:
+            image.value = self.render(**{s.name: c.value for s, c in zip(self.sliders, controls)})
+
+        for control in controls:
+            control.observe(redraw, names="value")
+        self._widget = w.VBox([*controls, image])
+        self._widget.redraw = redraw  # used by the benchmark to time one update
+        self._widget.controls = controls
+        return self._widget
+
+    # -- static fallback -------------------------------------------------------------------
+    def to_html(self) -> str:
+        """Self-contained HTML: every frame as a data URI, range inputs and inline JS, no network."""
+        frames = [base64.b64encode(f).decode("ascii") for f in self.frames()]
+        uid = "ls-" + hashlib.sha1("".join(frames).encode("ascii")).hexdigest()[:12]
+        sizes = [len(s.values) for s in self.sliders]
+        start = 0
+        for s in self.sliders:
+            start = start * len(s.values) + s.initial_index
+        rows = []
+        for i, s in enumerate(self.sliders):
+            label = html.escape(s.description)
+            rows.append(
+                f'<label class="ls-slider" style="display:flex;gap:.75em;align-items:center;margin:.2em 0">'
+                f'<span style="min-width:9em">{label}</span>'
+                f'<input type="range" min="0" max="{len(s.values) - 1}" step="1" '
+                f'value="{s.initial_index}" data-index="{i}" aria-label="{label}" style="flex:0 1 20rem">'
+                f'<output style="min-width:4em;font-variant-numeric:tabular-nums">'
+                f"{html.escape(s.labels[s.initial_index])}</output></label>"
+            )
+        script = (
+            "(function(){"
+            f'var root=document.getElementById("{uid}");'
+            f"var frames={json.dumps(frames)};"
+            f"var labels={json.dumps([list(s.labels) for s in self.sliders])};"
+            f"var sizes={json.dumps(sizes)};"
+            'var img=root.querySelector("img");'
+            'var inputs=root.querySelectorAll("input[type=range]");'
+            "function show(){var k=0;inputs.forEach(function(inp,i){"
+            "var v=parseInt(inp.value,10);k=k*sizes[i]+v;"
+            'inp.parentNode.querySelector("output").textContent=labels[i][v];});'
+            'img.src="data:image/png;base64,"+frames[k];'
+            'root.setAttribute("data-frame",String(k));}'
+            'inputs.forEach(function(inp){inp.addEventListener("input",show);});'
+            "})();"
+        )
+        return (
+            f'<div class="ls-interactive" id="{uid}" data-frame="{start}">'
+            f'<div class="ls-controls">{"".join(rows)}</div>'
+            f'<img src="data:image/png;base64,{frames[start]}" alt="{html.escape(self.alt)}" '
+            f'style="max-width:100%;height:auto">'
+            f"<script>{script}</script></div>"
+        )
+
+    # -- display ---------------------------------------------------------------------------
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
+        bundle = dict(self.widget()._repr_mimebundle_() or {})
+        bundle["text/html"] = self.to_html()
+        names = ", ".join(f"{s.description} ({len(s.values)} steps)" for s in self.sliders)
+        bundle["text/plain"] = f"Interactive figure: {self.alt} Sliders: {names}."
+        return bundle
+
+    def __repr__(self) -> str:
+        return f"InteractiveFigure(sliders={[s.name for s in self.sliders]})"
