@@ -85,6 +85,16 @@ def _close(actual: Tensor, expected: Tensor, tol: float = 1e-5) -> bool:
     return torch.allclose(actual.detach().to(torch.float64), expected.to(torch.float64), rtol=tol, atol=tol)
 
 
+def _same_mistake(actual: Tensor, candidate: Tensor) -> bool:
+    """Equal up to how NaN rows were handled (kept as NaN, or zeroed)."""
+    if actual.shape != candidate.shape:
+        return False
+    a, c = actual.detach().to(torch.float64), candidate.to(torch.float64)
+    return torch.allclose(a, c, rtol=1e-4, atol=1e-4, equal_nan=True) or torch.allclose(
+        a.nan_to_num(0.0), c.nan_to_num(0.0), rtol=1e-4, atol=1e-4
+    )
+
+
 def _learner_error(exc: BaseException) -> str:
     """The last frame of the learner's traceback, as one line."""
     frames = traceback.extract_tb(exc.__traceback__)
@@ -113,6 +123,7 @@ def _attention_cases() -> list[_Case]:
     # d_k = 16 keeps the scales apart: sqrt(d_k) = 4 vs d_k = 16. Lq != Lk exposes axis mix-ups.
     lengths_mask = padding_mask([5, 3])[:, None, :]  # (B, 1, Lk)
     row_mask = torch.ones(3, 5, dtype=torch.bool)
+    row_mask[0, 4] = row_mask[2, 0] = False
     row_mask[1] = False  # query 1 may attend to nothing
     return [
         _Case("one sequence, Lq=3, Lk=5, d_k=16, d_v=6, no mask", rand(3, 16), rand(5, 16), rand(5, 6)),
@@ -169,6 +180,9 @@ def _attention_mistakes(case: _Case) -> list[tuple[Tensor, Tensor, str, str]]:
         "divide by math.sqrt(d_k), not d_k: the variance of q·k grows like d_k, so its spread like sqrt(d_k).")
     add(_softmax_masked(raw * math.sqrt(d_k), mask), "the scores are multiplied by sqrt(d_k) instead of divided",
         "scale with `/ math.sqrt(d_k)`.")
+    correct = _softmax_masked(scaled, mask).nan_to_num(0.0)
+    out.append((correct @ v, scaled, "the weights returned are the scores, before the softmax",
+                "return the weights after the softmax (each row sums to 1), not the scores."))
     add(_softmax_masked(scaled, mask, dim=-2), "the softmax runs over the queries (dim=-2)",
         "take the softmax over the keys, the last dim: `torch.softmax(scores, dim=-1)`, "
         "so each query's weights sum to 1.")
@@ -186,11 +200,9 @@ def _attention_mistakes(case: _Case) -> list[tuple[Tensor, Tensor, str, str]]:
     return out
 
 
-def _diagnose_attention(case: _Case, output: Tensor, weights: Tensor | None) -> tuple[str, str] | None:
+def _diagnose_attention(case: _Case, output: Tensor, weights: Tensor) -> tuple[str, str] | None:
     for m_out, m_w, what, fix in _attention_mistakes(case):
-        if weights is not None and _close(weights, m_w, 1e-4):
-            return what, fix
-        if weights is None and _close(output, m_out, 1e-4):
+        if _same_mistake(weights, m_w) and _same_mistake(output, m_out):
             return what, fix
     return None
 
@@ -254,8 +266,24 @@ def check_scaled_dot_product_attention(fn: Callable[..., object]) -> CheckResult
             return _finish(CheckResult(name, False, f"{where}: output has shape {_shape(output)}, "
                                        f"expected {tuple(expected_out.shape)} = (..., Lq, d_v)",
                                        "the output is `weights @ value`."))
+        weights_ok = _close(weights, expected_w)
+        output_ok = _close(output, expected_out)
+        if weights_ok and output_ok:
+            continue
+        has_empty_rows = case.mask is not None and not case.mask.any(-1).all()
+        if has_empty_rows and case.mask.dim() == 2 and not weights.isnan().any():
+            alive = case.mask.any(-1)  # (Lq,): queries with at least one key
+            if _close(weights[..., alive, :], expected_w[..., alive, :]):
+                return _finish(CheckResult(
+                    name, False, f"{where}: the query that may attend to nothing does not get zero weights",
+                    "when a row of the mask is all False, its weights (and so its output) must be 0, not "
+                    "uniform: e.g. `weights.masked_fill(~mask.any(-1, keepdim=True), 0.0)`."))
+        diagnosis = _diagnose_attention(case, output, weights)
+        if diagnosis is not None:
+            what, fix = diagnosis
+            return _finish(CheckResult(name, False, f"{where}: {what}", fix))
         if torch.isnan(output).any() or torch.isnan(weights).any():
-            if case.mask is not None and not case.mask.any(-1).all():
+            if has_empty_rows:
                 return _finish(CheckResult(
                     name, False, f"{where}: NaN in the result for the query that may attend to nothing",
                     "a row of all -inf gives softmax 0/0 = NaN. Fill masked scores with "
@@ -263,20 +291,6 @@ def check_scaled_dot_product_attention(fn: Callable[..., object]) -> CheckResult
                     "allowed key to 0 (e.g. `weights.masked_fill(~mask.any(-1, keepdim=True), 0.0)`)."))
             return _finish(CheckResult(name, False, f"{where}: the result contains NaN",
                                        "look for a division by zero or a softmax over a row of -inf."))
-        weights_ok = _close(weights, expected_w)
-        output_ok = _close(output, expected_out)
-        if weights_ok and output_ok:
-            continue
-        diagnosis = _diagnose_attention(case, output, weights)
-        if diagnosis is not None:
-            what, fix = diagnosis
-            return _finish(CheckResult(name, False, f"{where}: {what}", fix))
-        if case.mask is not None and case.mask.dim() == 2 and not case.mask.any(-1).all() and not weights_ok:
-            alive = case.mask.any(-1)  # (Lq,): queries with at least one key
-            if _close(weights[..., alive, :], expected_w[..., alive, :]):
-                return _finish(CheckResult(
-                    name, False, f"{where}: the query that may attend to nothing does not get zero weights",
-                    "when a row of the mask is all False, its weights (and so its output) must be 0, not uniform."))
         if weights_ok and not output_ok:
             return _finish(CheckResult(name, False, f"{where}: the weights are right but the output is not",
                                        "the output is the weighted sum of the values: `weights @ value`."))

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Build the course website into _build/html (executing every page; unchanged pages come from the
+# execution cache). Usage: bash scripts/site.sh [--serve [PORT]]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/_venv.sh
+ensure_venv book
+
+t0=$SECONDS
+jupyter-book build . --warningiserror --keep-going
+echo "==> built in $((SECONDS - t0)) s: open $(pwd)/_build/html/index.html"
+
+if [ "${1:-}" = "--serve" ]; then
+  port="${2:-8000}"
+  echo "==> serving on http://localhost:$port (Ctrl-C to stop)"
+  exec python -m http.server --bind 127.0.0.1 --directory _build/html "$port"
+else
+  echo "    or serve it: bash scripts/site.sh --serve"
+fi
