@@ -1,0 +1,347 @@
+"""The transformer block: attention and a feed-forward net, each wrapped in residual + LayerNorm.
+
+``FeedForward``, ``EncoderBlock`` and ``Encoder`` are taught in "The encoder block" chapter;
+``DecoderBlock`` (causal self-attention + cross-attention) in the "Variants" chapter. Each block
+mirrors PyTorch's layer attribute for attribute, and ``from_torch`` copies a PyTorch layer's
+weights so a chapter can check its block against ``nn.TransformerEncoderLayer``.
+Masks are the course's: boolean, **True = may attend**.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .masks import causal_mask
+from .multihead import MultiHeadAttention, _check_mask
+
+__all__ = ["FeedForward", "EncoderBlock", "Encoder", "DecoderBlock", "count_parameters"]
+
+_ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "gelu": nn.GELU}
+
+
+def _make_activation(activation: str, where: str) -> nn.Module:
+    if activation not in _ACTIVATIONS:
+        raise ValueError(f"{where}: activation must be 'relu' or 'gelu', got {activation!r}")
+    return _ACTIVATIONS[activation]()
+
+
+def _activation_name(activation: str | Callable[[Tensor], Tensor], where: str) -> str:
+    """Name PyTorch's stored activation (a string, F.relu/F.gelu or nn.ReLU/nn.GELU) as ours."""
+    if activation in ("relu", "gelu"):
+        return activation  # type: ignore[return-value]
+    if activation is F.relu or isinstance(activation, nn.ReLU):
+        return "relu"
+    # nn.GELU(approximate="tanh") is a different function; only the exact GELU is ours.
+    if activation is F.gelu or (isinstance(activation, nn.GELU) and activation.approximate == "none"):
+        return "gelu"
+    raise ValueError(f"{where}: activation must be relu or (exact) gelu, got {activation!r}")
+
+
+def _check_x(x: Tensor, d_model: int, where: str, name: str = "x") -> None:
+    if not isinstance(x, Tensor) or x.dim() != 3:
+        shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+        raise ValueError(f"{where}: {name} must be a 3-D tensor (B, L, d_model), got {shape}")
+    if x.size(-1) != d_model:
+        raise ValueError(
+            f"{where}: {name}'s last dim is {x.size(-1)} but d_model={d_model} ({name} shape {tuple(x.shape)})"
+        )
+
+
+def _check_norms(layer: nn.Module, names: tuple[str, ...], where: str) -> float:
+    """Return the LayerNorms' shared eps, refusing layers whose norms disagree."""
+    eps = {getattr(layer, n).eps for n in names}
+    if len(eps) != 1:
+        raise ValueError(f"{where}: the layer's norms have different eps values {sorted(eps)}")
+    return eps.pop()
+
+
+def count_parameters(module: nn.Module, trainable_only: bool = False) -> int:
+    """Number of scalar parameters in ``module`` (only those with ``requires_grad`` if ``trainable_only``).
+
+    Taught in "The encoder block" chapter.
+    """
+    return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward net: ``(B, L, D) -> (B, L, d_ff) -> (B, L, D)``.
+
+    ``linear2(dropout(activation(linear1(x))))``, the same at every position; names as in
+    PyTorch's ``TransformerEncoderLayer``. Taught in "The encoder block" chapter.
+    """
+
+    def __init__(
+        self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu", bias: bool = True
+    ) -> None:
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.activation = _make_activation(activation, "FeedForward")
+        self.dropout = nn.Dropout(dropout)
+        self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``(B, L, D) -> (B, L, D)``."""
+        hidden = self.dropout(self.activation(self.linear1(x)))  # (B, L, d_ff)
+        return self.linear2(hidden)  # (B, L, D)
+
+
+class EncoderBlock(nn.Module):
+    """One encoder layer: self-attention then feed-forward, each with residual + LayerNorm.
+
+    Post-LN (``norm_first=False``, the original paper): ``x = norm(x + sublayer(x))``;
+    pre-LN (``norm_first=True``): ``x = x + sublayer(norm(x))``. Shapes ``(B, L, D) -> (B, L, D)``.
+    Taught in "The encoder block" chapter.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+        bias: bool = True,
+    ) -> None:
+        super().__init__()
+        self.d_model = d_model
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias)
+        self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation, bias=bias)
+        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+
+    def _sa(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        return self.dropout1(self.self_attn(x, x, x, mask)[0])  # (B, L, D)
+
+    def _ff(self, x: Tensor) -> Tensor:
+        return self.dropout2(self.ff(x))  # (B, L, D)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        """``(B, L, D) -> (B, L, D)``.
+
+        ``mask`` is boolean, True = may attend, broadcastable to ``(B, H, L, L)``; for padding
+        use ``padding_mask(lengths)[:, None, None, :]`` ``(B, 1, 1, L)``.
+        """
+        _check_x(x, self.d_model, "EncoderBlock")
+        if self.norm_first:
+            x = x + self._sa(self.norm1(x), mask)
+            x = x + self._ff(self.norm2(x))
+        else:
+            x = self.norm1(x + self._sa(x, mask))
+            x = self.norm2(x + self._ff(x))
+        return x
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> EncoderBlock:
+        """An :class:`EncoderBlock` with the weights and settings of a PyTorch encoder layer.
+
+        Reads ``norm_first``, the activation (string, ``F.relu``/``F.gelu`` or module), eps,
+        ``d_ff``, dropout and ``bias`` from ``layer``. The copy is always batch first: with a
+        ``batch_first=False`` layer, feed it ``x.transpose(0, 1)``. Taught in "The encoder block" chapter.
+        """
+        if not isinstance(layer, nn.TransformerEncoderLayer):
+            raise ValueError(
+                f"EncoderBlock.from_torch: expected nn.TransformerEncoderLayer, got {type(layer).__name__}"
+            )
+        weight = layer.linear1.weight
+        new = cls(
+            d_model=layer.linear1.in_features,
+            num_heads=layer.self_attn.num_heads,
+            d_ff=layer.linear1.out_features,
+            dropout=layer.dropout.p,
+            norm_first=layer.norm_first,
+            activation=_activation_name(layer.activation, "EncoderBlock.from_torch"),
+            layer_norm_eps=_check_norms(layer, ("norm1", "norm2"), "EncoderBlock.from_torch"),
+            bias=layer.linear1.bias is not None,
+        ).to(device=weight.device, dtype=weight.dtype)
+        new.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
+        new.ff.linear1.load_state_dict(layer.linear1.state_dict())
+        new.ff.linear2.load_state_dict(layer.linear2.state_dict())
+        new.norm1.load_state_dict(layer.norm1.state_dict())
+        new.norm2.load_state_dict(layer.norm2.state_dict())
+        new.train(layer.training)
+        return new
+
+
+class Encoder(nn.Module):
+    """A stack of ``num_layers`` :class:`EncoderBlock` s, plus a final LayerNorm when pre-LN.
+
+    Pre-LN blocks leave their output un-normalised, so ``norm_first=True`` adds ``norm``;
+    post-LN blocks end in a LayerNorm already (``norm`` is None). ``(B, L, D) -> (B, L, D)``.
+    Taught in "The encoder block" chapter.
+    """
+
+    def __init__(
+        self,
+        num_layers: int,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+        bias: bool = True,
+    ) -> None:
+        super().__init__()
+        if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
+            raise ValueError(f"Encoder: num_layers must be a positive int, got {num_layers!r}")
+        self.layers = nn.ModuleList(
+            EncoderBlock(d_model, num_heads, d_ff, dropout, norm_first, activation, layer_norm_eps, bias)
+            for _ in range(num_layers)
+        )
+        self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias) if norm_first else None
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        """``(B, L, D) -> (B, L, D)``; ``mask`` as in :meth:`EncoderBlock.forward` (True = may attend)."""
+        for layer in self.layers:
+            x = layer(x, mask)  # (B, L, D)
+        if self.norm is not None:
+            x = self.norm(x)
+        return x
+
+    @classmethod
+    def from_torch(cls, enc: nn.TransformerEncoder) -> Encoder:
+        """An :class:`Encoder` with the weights of a PyTorch ``nn.TransformerEncoder``.
+
+        Each layer goes through :meth:`EncoderBlock.from_torch`; ``norm`` copies ``enc.norm``
+        (a LayerNorm or None, whatever ``norm_first`` is). Taught in "The encoder block" chapter.
+        """
+        if not isinstance(enc, nn.TransformerEncoder):
+            raise ValueError(f"Encoder.from_torch: expected nn.TransformerEncoder, got {type(enc).__name__}")
+        norm = enc.norm
+        if norm is not None and not (isinstance(norm, nn.LayerNorm) and norm.elementwise_affine):
+            raise ValueError(f"Encoder.from_torch: the final norm must be an affine nn.LayerNorm or None, got {norm!r}")
+        layers = [EncoderBlock.from_torch(layer) for layer in enc.layers]
+        first = layers[0]
+        # Built with a final norm exactly when enc has one; then the copied layers are swapped in.
+        new = cls(
+            len(layers),
+            first.d_model,
+            first.self_attn.num_heads,
+            first.ff.linear1.out_features,
+            norm_first=norm is not None,
+            layer_norm_eps=norm.eps if norm is not None else 1e-5,
+            bias=norm is None or norm.bias is not None,
+        )
+        new.layers = nn.ModuleList(layers)
+        if norm is not None:
+            new.norm.to(device=norm.weight.device, dtype=norm.weight.dtype)
+            new.norm.load_state_dict(norm.state_dict())
+        new.train(enc.training)
+        return new
+
+
+class DecoderBlock(nn.Module):
+    """One decoder layer: causal self-attention, cross-attention over ``memory``, feed-forward.
+
+    Each sublayer has residual + LayerNorm, post-LN or pre-LN as in :class:`EncoderBlock`;
+    attribute names mirror ``nn.TransformerDecoderLayer`` (``cross_attn`` is its
+    ``multihead_attn``). Shapes: x ``(B, L, D)``, memory ``(B, Lm, D)`` -> ``(B, L, D)``.
+    Taught in the "Variants" chapter.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+        bias: bool = True,
+    ) -> None:
+        super().__init__()
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias)
+        self.ff = FeedForward(d_model, d_ff, dropout=dropout, activation=activation, bias=bias)
+        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+        self.dropout3 = nn.Dropout(dropout)
+
+    def _sa(self, x: Tensor, mask: Tensor) -> Tensor:
+        return self.dropout1(self.self_attn(x, x, x, mask)[0])  # (B, L, D)
+
+    def _ca(self, x: Tensor, memory: Tensor, mask: Tensor | None) -> Tensor:
+        return self.dropout2(self.cross_attn(x, memory, memory, mask)[0])  # (B, L, D)
+
+    def _ff(self, x: Tensor) -> Tensor:
+        return self.dropout3(self.ff(x))  # (B, L, D)
+
+    def forward(
+        self, x: Tensor, memory: Tensor, self_mask: Tensor | None = None, memory_mask: Tensor | None = None
+    ) -> Tensor:
+        """``x (B, L, D), memory (B, Lm, D) -> (B, L, D)``; position t sees x[:t+1] and all of memory.
+
+        The causal mask is applied here; ``self_mask`` (broadcastable to ``(B, H, L, L)``, e.g.
+        target padding ``(B, 1, 1, L)``) is AND-ed with it. ``memory_mask`` is broadcastable to
+        ``(B, H, L, Lm)``, e.g. source padding ``(B, 1, 1, Lm)``. True = may attend.
+        """
+        where = "DecoderBlock"
+        _check_x(x, self.d_model, where)
+        _check_x(memory, self.d_model, where, name="memory")
+        B, L, _ = x.shape
+        if memory.size(0) != B:
+            raise ValueError(f"{where}: x has batch size B={B} but memory has {memory.size(0)}")
+        mask = causal_mask(L, device=x.device)  # (L, L)
+        if self_mask is not None:
+            _check_mask(self_mask, (B, self.num_heads, L, L), f"{where} self_mask")
+            if self_mask.device != x.device:
+                raise ValueError(f"{where}: self_mask is on {self_mask.device} but x is on {x.device}")
+            mask = mask & self_mask  # broadcast, at most (B, H, L, L)
+
+        if self.norm_first:
+            x = x + self._sa(self.norm1(x), mask)
+            x = x + self._ca(self.norm2(x), memory, memory_mask)
+            x = x + self._ff(self.norm3(x))
+        else:
+            x = self.norm1(x + self._sa(x, mask))
+            x = self.norm2(x + self._ca(x, memory, memory_mask))
+            x = self.norm3(x + self._ff(x))
+        return x
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerDecoderLayer) -> DecoderBlock:
+        """A :class:`DecoderBlock` with the weights of a PyTorch ``nn.TransformerDecoderLayer``.
+
+        Our block always applies the causal mask, so it equals the PyTorch layer called with a
+        causal ``tgt_mask``. Always batch first (see :meth:`EncoderBlock.from_torch`).
+        Taught in the "Variants" chapter.
+        """
+        if not isinstance(layer, nn.TransformerDecoderLayer):
+            raise ValueError(
+                f"DecoderBlock.from_torch: expected nn.TransformerDecoderLayer, got {type(layer).__name__}"
+            )
+        weight = layer.linear1.weight
+        new = cls(
+            d_model=layer.linear1.in_features,
+            num_heads=layer.self_attn.num_heads,
+            d_ff=layer.linear1.out_features,
+            dropout=layer.dropout.p,
+            norm_first=layer.norm_first,
+            activation=_activation_name(layer.activation, "DecoderBlock.from_torch"),
+            layer_norm_eps=_check_norms(layer, ("norm1", "norm2", "norm3"), "DecoderBlock.from_torch"),
+            bias=layer.linear1.bias is not None,
+        ).to(device=weight.device, dtype=weight.dtype)
+        new.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
+        new.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
+        new.ff.linear1.load_state_dict(layer.linear1.state_dict())
+        new.ff.linear2.load_state_dict(layer.linear2.state_dict())
+        for name in ("norm1", "norm2", "norm3"):
+            getattr(new, name).load_state_dict(getattr(layer, name).state_dict())
+        new.train(layer.training)
+        return new

@@ -1,0 +1,111 @@
+"""Positional information: fixed sinusoids ("Attention Is All You Need") or a learned table.
+
+Attention by itself is permutation-equivariant; adding a position-dependent vector to each
+token's embedding is what lets it tell "dog bites man" from "man bites dog".
+Taught in "The encoder block" chapter.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+__all__ = [
+    "sinusoidal_positional_encoding",
+    "SinusoidalPositionalEncoding",
+    "LearnedPositionalEmbedding",
+]
+
+
+def _check_positive_int(where: str, name: str, n: int) -> None:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{where}: {name} must be a positive int, got {n!r}")
+
+
+def _check_input(where: str, x: Tensor, max_len: int, d_model: int) -> None:
+    """Raise a ValueError unless ``x`` is ``(B, L, d_model)`` with ``L <= max_len``."""
+    if not isinstance(x, Tensor) or x.dim() != 3:
+        shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+        raise ValueError(f"{where}: x must be a 3-D tensor (B, L, d_model), got {shape}")
+    if x.size(-1) != d_model:
+        raise ValueError(f"{where}: x's last dim is {x.size(-1)} but d_model={d_model}")
+    if x.size(1) > max_len:
+        raise ValueError(
+            f"{where}: sequence length L={x.size(1)} is longer than max_len={max_len}; "
+            "build the module with a larger max_len"
+        )
+
+
+def sinusoidal_positional_encoding(
+    max_len: int,
+    d_model: int,
+    *,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
+) -> Tensor:
+    """The sinusoidal position table ``(max_len, d_model)`` of "Attention Is All You Need".
+
+    PE[pos, 2i] = sin(pos / 10000^(2i/d_model)) and PE[pos, 2i+1] = cos(pos / 10000^(2i/d_model)).
+    Pair i (columns 2i, 2i+1) is a rotation at frequency 1 / 10000^(2i/d_model), so
+    PE[pos + k] is a fixed linear function of PE[pos]. An odd ``d_model`` is accepted: the
+    last column is the sine of one more frequency, whose cosine partner is dropped.
+    ``dtype`` defaults to ``torch.get_default_dtype()``. Taught in "The encoder block" chapter.
+    """
+    _check_positive_int("sinusoidal_positional_encoding", "max_len", max_len)
+    _check_positive_int("sinusoidal_positional_encoding", "d_model", d_model)
+    dtype = torch.get_default_dtype() if dtype is None else dtype
+    # Built in float64 on the CPU, then cast: sin(pos * freq) for pos in the thousands loses
+    # ~1e-4 in float32, and not every device has float64.
+    position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (ceil(D/2),)
+    inv_freq = torch.exp(-math.log(10000.0) * two_i / d_model)  # (ceil(D/2),) = 1 / 10000^(2i/D)
+    angle = position * inv_freq  # (max_len, ceil(D/2))
+    pe = torch.empty(max_len, d_model, dtype=torch.float64)  # (max_len, D)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])
+    return pe.to(device=device, dtype=dtype)
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Adds the fixed sinusoidal table: ``x (B, L, D) -> x + PE[:L]``, ``L <= max_len``.
+
+    The table is a non-persistent buffer: it follows ``.to(device)`` but is not saved in
+    the state dict (it is recomputed from ``max_len, d_model``). Taught in "The encoder block" chapter.
+    """
+
+    pe: Tensor
+
+    def __init__(self, max_len: int, d_model: int) -> None:
+        super().__init__()
+        self.max_len = max_len
+        self.d_model = d_model
+        self.register_buffer("pe", sinusoidal_positional_encoding(max_len, d_model), persistent=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``(B, L, D) -> (B, L, D)``: add the encodings of positions ``0..L-1``."""
+        _check_input("SinusoidalPositionalEncoding", x, self.max_len, self.d_model)
+        pe = self.pe[: x.size(1)].to(dtype=x.dtype)  # (L, D), cast so x keeps its dtype
+        return x + pe  # (B, L, D)
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """Adds a learned vector per position (as in BERT and GPT-2): ``x (B, L, D) -> x + E[:L]``.
+
+    ``embedding`` is an ``nn.Embedding(max_len, d_model)``; positions past ``max_len`` have no
+    vector, so a longer input raises ValueError. Taught in "The encoder block" chapter.
+    """
+
+    def __init__(self, max_len: int, d_model: int) -> None:
+        super().__init__()
+        _check_positive_int("LearnedPositionalEmbedding", "max_len", max_len)
+        _check_positive_int("LearnedPositionalEmbedding", "d_model", d_model)
+        self.max_len = max_len
+        self.d_model = d_model
+        self.embedding = nn.Embedding(max_len, d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``(B, L, D) -> (B, L, D)``: add the learned vectors of positions ``0..L-1``."""
+        _check_input("LearnedPositionalEmbedding", x, self.max_len, self.d_model)
+        return x + self.embedding.weight[: x.size(1)]  # (B, L, D) + (L, D)
