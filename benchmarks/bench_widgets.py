@@ -8,6 +8,8 @@ fallback: frame count and HTML size. Usage: python benchmarks/bench_widgets.py [
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import statistics
 import sys
@@ -28,6 +30,7 @@ BUDGET_MS = 50.0
 
 
 def figures_in(path: Path) -> list[tuple[str, InteractiveFigure]]:
+    path = path.resolve()
     shell = InteractiveShell.instance()
     shell.reset(new_session=True)
     cwd = os.getcwd()
@@ -36,7 +39,8 @@ def figures_in(path: Path) -> list[tuple[str, InteractiveFigure]]:
         nb = nbformat.read(path, as_version=4)
         for cell in nb.cells:
             if cell.cell_type == "code":
-                result = shell.run_cell(cell.source, silent=True)
+                with contextlib.redirect_stdout(io.StringIO()):  # the notebook's own prints
+                    result = shell.run_cell(cell.source, silent=True)
                 if not result.success:
                     raise RuntimeError(f"{path.name}: a cell failed: {result.error_in_exec or result.error_before_exec}")
     finally:

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import Tensor
 
-from .masks import check_mask
+from .masks import broadcast_shape, check_mask
 
 __all__ = ["scaled_dot_product_attention"]
 
@@ -43,13 +43,12 @@ def _check_inputs(query: Tensor, key: Tensor, value: Tensor, where: str) -> torc
             f"{where}: key has Lk={key.size(-2)} positions but value has {value.size(-2)} "
             f"(key {tuple(key.shape)}, value {tuple(value.shape)})"
         )
-    try:
-        batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
-    except RuntimeError:
+    batch = broadcast_shape(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    if batch is None:
         raise ValueError(
             f"{where}: the leading (batch/head) dims of query {tuple(query.shape)}, "
             f"key {tuple(key.shape)} and value {tuple(value.shape)} do not broadcast"
-        ) from None
+        )
     return torch.Size((*batch, query.size(-2), key.size(-2)))
 
 

@@ -60,3 +60,29 @@ def test_check_mask_errors():
     with pytest.raises(ValueError, match="does not broadcast"):
         check_mask(torch.ones(7, 3, 4, dtype=torch.bool), (3, 4), "f")
     check_mask(torch.ones(1, 4, dtype=torch.bool), (2, 3, 4), "f")
+
+
+def test_public_api_is_exported():
+    import lessons_src
+
+    for name in lessons_src.__all__:
+        assert hasattr(lessons_src, name), name
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [[(2, 3), (3,)], [(1,), (4, 1, 5)], [(2, 1, 4), (3, 1), (1, 1, 1)], [(), (2, 2)], [(0, 1), (1, 3)], [(5,), (5,)]],
+)
+def test_broadcast_shape_agrees_with_torch(shapes):
+    from lessons_src.masks import broadcast_shape
+
+    assert broadcast_shape(*shapes) == tuple(torch.broadcast_shapes(*shapes))
+
+
+@pytest.mark.parametrize("shapes", [[(2, 3), (4,)], [(2, 1), (3, 1), (4, 1)], [(0,), (2,)]])
+def test_broadcast_shape_refuses_what_torch_refuses(shapes):
+    from lessons_src.masks import broadcast_shape
+
+    with pytest.raises(RuntimeError):
+        torch.broadcast_shapes(*shapes)
+    assert broadcast_shape(*shapes) is None
