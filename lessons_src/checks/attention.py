@@ -1,105 +1,19 @@
-"""Exercise checks that name the learner's mistake.
-
-A check runs the learner's function on several cases, compares it with the reference, and
-returns a :class:`CheckResult`: ``bool(result)`` is pass/fail and ``str(result)`` is the
-feedback (shown nicely in a notebook). It never raises because of the learner's code:
-exceptions, wrong types, wrong shapes and NaN are all feedback. With the environment
-variable ``LESSONS_SRC_STRICT=1`` a failing check raises ``AssertionError`` carrying the same
-feedback; CI uses that to prove the solutions pass and the exercise stubs fail.
-"""
+"""Check for exercise 1 (chapter "Attention from scratch"): scaled dot-product attention."""
 
 from __future__ import annotations
 
-import html
 import math
-import os
-import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from .attention import scaled_dot_product_attention
-from .masks import causal_mask, padding_mask
+from ..attention import scaled_dot_product_attention
+from ..masks import causal_mask, padding_mask
+from ._result import CheckResult, close, finish, learner_error, same_up_to_nan, shape_of
 
-__all__ = ["CheckResult", "check_scaled_dot_product_attention", "strict_mode"]
-
-STRICT_ENV = "LESSONS_SRC_STRICT"
-
-
-def strict_mode() -> bool:
-    """True when ``LESSONS_SRC_STRICT=1``: failing checks raise ``AssertionError``."""
-    return os.environ.get(STRICT_ENV, "") == "1"
-
-
-@dataclass
-class CheckResult:
-    """The outcome of a check: truthy when it passed; ``str()`` is the feedback."""
-
-    check: str
-    passed: bool
-    summary: str
-    hint: str = ""
-    details: list[str] = field(default_factory=list)
-
-    def __bool__(self) -> bool:
-        return self.passed
-
-    def __str__(self) -> str:
-        mark = "PASS" if self.passed else "FAIL"
-        lines = [f"{mark} {self.check}: {self.summary}"]
-        lines += [f"  - {d}" for d in self.details]
-        if self.hint:
-            lines.append(f"How to fix: {self.hint}")
-        return "\n".join(lines)
-
-    __repr__ = __str__
-
-    def _repr_html_(self) -> str:
-        colour, icon = ("#1a7f37", "&#10004;") if self.passed else ("#c0392b", "&#10008;")
-        details = "".join(f"<li>{html.escape(d)}</li>" for d in self.details)
-        hint = f"<p><strong>How to fix:</strong> {html.escape(self.hint)}</p>" if self.hint else ""
-        return (
-            f'<div class="ls-check" role="status" style="border-left:4px solid {colour};'
-            f'padding:.4em .8em;margin:.5em 0">'
-            f'<p style="margin:0"><strong style="color:{colour}">{icon} {html.escape(self.check)}</strong>: '
-            f"{html.escape(self.summary)}</p>"
-            f'{f"<ul>{details}</ul>" if details else ""}{hint}</div>'
-        )
-
-
-def _finish(result: CheckResult) -> CheckResult:
-    if not result.passed and strict_mode():
-        raise AssertionError(str(result))
-    return result
-
-
-def _shape(t: object) -> str:
-    return str(tuple(t.shape)) if isinstance(t, Tensor) else type(t).__name__
-
-
-def _close(actual: Tensor, expected: Tensor, tol: float = 1e-5) -> bool:
-    if actual.shape != expected.shape:
-        return False
-    return torch.allclose(actual.detach().to(torch.float64), expected.to(torch.float64), rtol=tol, atol=tol)
-
-
-def _same_mistake(actual: Tensor, candidate: Tensor) -> bool:
-    """Equal up to how NaN rows were handled (kept as NaN, or zeroed)."""
-    if actual.shape != candidate.shape:
-        return False
-    a, c = actual.detach().to(torch.float64), candidate.to(torch.float64)
-    return torch.allclose(a, c, rtol=1e-4, atol=1e-4, equal_nan=True) or torch.allclose(
-        a.nan_to_num(0.0), c.nan_to_num(0.0), rtol=1e-4, atol=1e-4
-    )
-
-
-def _learner_error(exc: BaseException) -> str:
-    """The last frame of the learner's traceback, as one line."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = f" (line {frames[-1].lineno}: `{frames[-1].line}`)" if frames and frames[-1].line else ""
-    return f"{type(exc).__name__}: {exc}{where}"
+__all__ = ["check_scaled_dot_product_attention"]
 
 
 # -- scaled dot-product attention (exercise 1) -------------------------------------------------
@@ -202,7 +116,7 @@ def _attention_mistakes(case: _Case) -> list[tuple[Tensor, Tensor, str, str]]:
 
 def _diagnose_attention(case: _Case, output: Tensor, weights: Tensor) -> tuple[str, str] | None:
     for m_out, m_w, what, fix in _attention_mistakes(case):
-        if _same_mistake(weights, m_w) and _same_mistake(output, m_out):
+        if same_up_to_nan(weights, m_w) and same_up_to_nan(output, m_out):
             return what, fix
     return None
 
@@ -211,7 +125,7 @@ def check_scaled_dot_product_attention(fn: Callable[..., object]) -> CheckResult
     """Check a learner's ``fn(query, key, value, mask=None) -> (output, weights)`` (exercise 1)."""
     name = "check_scaled_dot_product_attention"
     if not callable(fn):
-        return _finish(CheckResult(name, False, f"expected a function, got {type(fn).__name__}",
+        return finish(CheckResult(name, False, f"expected a function, got {type(fn).__name__}",
                                    "pass the function itself, without calling it: `check(my_attention)`."))
     cases = _attention_cases()
     for number, case in enumerate(cases, start=1):
@@ -224,82 +138,82 @@ def check_scaled_dot_product_attention(fn: Callable[..., object]) -> CheckResult
             else:
                 result = fn(*inputs, mask=case.mask.clone())
         except NotImplementedError:
-            return _finish(CheckResult(name, False, "not implemented yet",
+            return finish(CheckResult(name, False, "not implemented yet",
                                        "replace `raise NotImplementedError` with your implementation."))
         except TypeError as exc:
             if case.mask is not None and "mask" in str(exc):
-                return _finish(CheckResult(name, False, f"{where}: calling with `mask=` failed: {_learner_error(exc)}",
+                return finish(CheckResult(name, False, f"{where}: calling with `mask=` failed: {learner_error(exc)}",
                                            "give your function a `mask=None` parameter."))
-            return _finish(CheckResult(name, False, f"{where}: your function raised {_learner_error(exc)}",
+            return finish(CheckResult(name, False, f"{where}: your function raised {learner_error(exc)}",
                                        "read the error line above; check the shapes of each step "
-                                       f"(query {_shape(case.query)}, key {_shape(case.key)}, value {_shape(case.value)})."))
+                                       f"(query {shape_of(case.query)}, key {shape_of(case.key)}, value {shape_of(case.value)})."))
         except Exception as exc:  # the learner's code may raise anything: report it
             hint = ("transpose the last two dims of key: `key.transpose(-2, -1)`, so Q Kᵀ has shape (..., Lq, Lk)."
                     if "mat1 and mat2" in str(exc) or "size of tensor" in str(exc) or "shapes cannot" in str(exc)
                     else "read the error line above; print the shape of each intermediate tensor.")
-            return _finish(CheckResult(name, False, f"{where}: your function raised {_learner_error(exc)}", hint))
+            return finish(CheckResult(name, False, f"{where}: your function raised {learner_error(exc)}", hint))
 
         if isinstance(result, Tensor):
-            return _finish(CheckResult(name, False, f"{where}: returned one tensor of shape {_shape(result)}",
+            return finish(CheckResult(name, False, f"{where}: returned one tensor of shape {shape_of(result)}",
                                        "return both the output and the attention weights: `return output, weights`."))
         if not isinstance(result, (tuple, list)) or len(result) != 2:
-            return _finish(CheckResult(name, False, f"{where}: returned {type(result).__name__}, "
+            return finish(CheckResult(name, False, f"{where}: returned {type(result).__name__}, "
                                        "expected a tuple (output, weights)",
                                        "end your function with `return output, weights`."))
         output, weights = result
         if weights is None:
-            return _finish(CheckResult(name, False, f"{where}: the weights are None",
+            return finish(CheckResult(name, False, f"{where}: the weights are None",
                                        "return the attention weights (after the softmax) as the second item."))
         if not isinstance(output, Tensor) or not isinstance(weights, Tensor):
-            return _finish(CheckResult(name, False, f"{where}: returned ({type(output).__name__}, "
+            return finish(CheckResult(name, False, f"{where}: returned ({type(output).__name__}, "
                                        f"{type(weights).__name__}), expected two tensors",
                                        "return torch tensors: `return output, weights`."))
         if output.shape == expected_w.shape and weights.shape == expected_out.shape and output.shape != weights.shape:
-            return _finish(CheckResult(name, False, f"{where}: output and weights are swapped",
+            return finish(CheckResult(name, False, f"{where}: output and weights are swapped",
                                        "return `output, weights` in that order."))
         if weights.shape != expected_w.shape:
-            return _finish(CheckResult(name, False, f"{where}: weights have shape {_shape(weights)}, "
+            return finish(CheckResult(name, False, f"{where}: weights have shape {shape_of(weights)}, "
                                        f"expected {tuple(expected_w.shape)} = (..., Lq, Lk)",
                                        "the weights are softmax(Q Kᵀ / sqrt(d_k)) with shape (..., Lq, Lk): "
                                        "one row per query, one column per key."))
         if output.shape != expected_out.shape:
-            return _finish(CheckResult(name, False, f"{where}: output has shape {_shape(output)}, "
+            return finish(CheckResult(name, False, f"{where}: output has shape {shape_of(output)}, "
                                        f"expected {tuple(expected_out.shape)} = (..., Lq, d_v)",
                                        "the output is `weights @ value`."))
-        weights_ok = _close(weights, expected_w)
-        output_ok = _close(output, expected_out)
+        weights_ok = close(weights, expected_w)
+        output_ok = close(output, expected_out)
         if weights_ok and output_ok:
             continue
         has_empty_rows = case.mask is not None and not case.mask.any(-1).all()
         if has_empty_rows and case.mask.dim() == 2 and not weights.isnan().any():
             alive = case.mask.any(-1)  # (Lq,): queries with at least one key
-            if _close(weights[..., alive, :], expected_w[..., alive, :]):
-                return _finish(CheckResult(
+            if close(weights[..., alive, :], expected_w[..., alive, :]):
+                return finish(CheckResult(
                     name, False, f"{where}: the query that may attend to nothing does not get zero weights",
                     "when a row of the mask is all False, its weights (and so its output) must be 0, not "
                     "uniform: e.g. `weights.masked_fill(~mask.any(-1, keepdim=True), 0.0)`."))
         diagnosis = _diagnose_attention(case, output, weights)
         if diagnosis is not None:
             what, fix = diagnosis
-            return _finish(CheckResult(name, False, f"{where}: {what}", fix))
+            return finish(CheckResult(name, False, f"{where}: {what}", fix))
         if torch.isnan(output).any() or torch.isnan(weights).any():
             if has_empty_rows:
-                return _finish(CheckResult(
+                return finish(CheckResult(
                     name, False, f"{where}: NaN in the result for the query that may attend to nothing",
                     "a row of all -inf gives softmax 0/0 = NaN. Fill masked scores with "
                     "`torch.finfo(scores.dtype).min` instead of -inf, or set the weights of rows with no "
                     "allowed key to 0 (e.g. `weights.masked_fill(~mask.any(-1, keepdim=True), 0.0)`)."))
-            return _finish(CheckResult(name, False, f"{where}: the result contains NaN",
+            return finish(CheckResult(name, False, f"{where}: the result contains NaN",
                                        "look for a division by zero or a softmax over a row of -inf."))
         if weights_ok and not output_ok:
-            return _finish(CheckResult(name, False, f"{where}: the weights are right but the output is not",
+            return finish(CheckResult(name, False, f"{where}: the weights are right but the output is not",
                                        "the output is the weighted sum of the values: `weights @ value`."))
         sums = weights.detach().sum(-1)
         details = [f"largest difference in weights: {(weights.detach().double() - expected_w.double()).abs().max():.3g}"]
         hint = "compare each step with chapter 1: scores = Q Kᵀ / sqrt(d_k), mask, softmax over the last dim, weights @ V."
         if case.mask is None and not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
             hint = "each query's weights must sum to 1: take the softmax over the last dim (the keys)."
-        return _finish(CheckResult(name, False, f"{where}: the weights differ from the reference", hint, details))
+        return finish(CheckResult(name, False, f"{where}: the weights differ from the reference", hint, details))
 
-    return _finish(CheckResult(name, True, f"all {len(cases)} cases match the reference "
+    return finish(CheckResult(name, True, f"all {len(cases)} cases match the reference "
                                "(unmasked, batched heads, causal, padding, a fully masked row)"))

@@ -1,0 +1,11 @@
+"""Exercise checks that name the learner's mistake: one module per chapter.
+
+Every check returns a :class:`CheckResult` (truthy when it passed; ``str()`` is the feedback)
+and never raises because of the learner's code; with ``LESSONS_SRC_STRICT=1`` a failing check
+raises ``AssertionError``. See ``_result.py``.
+"""
+
+from ._result import CheckResult, strict_mode
+from .attention import check_scaled_dot_product_attention
+
+__all__ = ["CheckResult", "strict_mode", "check_scaled_dot_product_attention"]
