@@ -20,6 +20,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIRS = ("book", "exercises", "solutions")
 INSTALL_TAGS = ["hide-cell"]
+ANSWER_TAG = "exercise"  # the cells a learner completes
+HIDDEN = "hide-input"  # on the site, a solution's answer cells start collapsed
 
 
 def notebooks() -> list[Path]:
@@ -58,6 +60,9 @@ def problems(path: Path) -> list[str]:
     for i, cell in enumerate(code):
         if cell.get("outputs") or cell.get("execution_count") is not None:
             found.append(f"code cell {i} has outputs or an execution count")
+        tags = cell.metadata.get("tags", [])
+        if path.parent.name == "solutions" and ANSWER_TAG in tags and HIDDEN not in tags:
+            found.append(f"code cell {i} is an answer but not tagged {HIDDEN} (solutions start hidden)")
     return found
 
 
@@ -76,6 +81,9 @@ def sync(path: Path) -> bool:
         if cell.cell_type == "code":
             cell.outputs = []
             cell.execution_count = None
+            tags = cell.metadata.get("tags", [])
+            if path.parent.name == "solutions" and ANSWER_TAG in tags and HIDDEN not in tags:
+                cell.metadata["tags"] = [*tags, HIDDEN]
         cell.metadata.pop("execution", None)
     after = nbformat.writes(nb)
     if after != before:
@@ -87,9 +95,10 @@ def sync(path: Path) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="report problems, change nothing")
+    parser.add_argument("paths", nargs="*", type=Path, help="notebooks (default: all of them)")
     args = parser.parse_args()
     bad = 0
-    for path in notebooks():
+    for path in [p.resolve() for p in args.paths] or notebooks():
         rel = path.relative_to(ROOT)
         if args.check:
             for problem in problems(path):
