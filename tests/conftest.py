@@ -1,4 +1,6 @@
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,3 +23,16 @@ def _not_strict(monkeypatch):
     """Unit tests inspect check results; strict mode (raise on failure) is tested explicitly."""
     if os.environ.get("LESSONS_SRC_STRICT"):
         monkeypatch.delenv("LESSONS_SRC_STRICT")
+
+
+@pytest.fixture(scope="session")
+def site():
+    """Build the website once per test session (`jupyter-book build . -W`); return _build/html.
+
+    Pages come from the execution cache when their code is unchanged, as in scripts/site.sh.
+    """
+    jb = Path(sys.executable).parent / "jupyter-book"
+    proc = subprocess.run([str(jb), "build", ".", "--warningiserror", "--keep-going"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]  # -W: any warning fails
+    return ROOT / "_build" / "html"

@@ -6,10 +6,7 @@ import functools
 import http.server
 import os
 import re
-import subprocess
-import sys
 import threading
-from pathlib import Path
 
 import pytest
 import yaml
@@ -30,16 +27,6 @@ PAGES = [TOC["root"]] + [c["file"] for part in TOC["parts"] for c in part["chapt
 NOTEBOOK_PAGES = [p for p in PAGES if (ROOT / (p + ".ipynb")).exists()]
 SOLUTIONS = [p for p in NOTEBOOK_PAGES if p.startswith("solutions/")]
 EXERCISES = [p for p in NOTEBOOK_PAGES if p.startswith("exercises/")]
-
-
-@pytest.fixture(scope="module")
-def site():
-    """Build the site once (execution cache: unchanged pages are not re-run)."""
-    jb = Path(sys.executable).parent / "jupyter-book"
-    proc = subprocess.run([str(jb), "build", ".", "--warningiserror", "--keep-going"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]  # -W: any warning fails
-    return HTML
 
 
 def _html(site, page):

@@ -1,0 +1,147 @@
+"""The course's speed budgets, measured: prints tables, exits 1 when a budget is missed.
+
+- every notebook in the table of contents executed with nbclient (kernel start included), one
+  at a time: each page at most 45 s, the whole course (pages, exercises, solutions) at most 300 s;
+- the site: a cold build (empty execution cache, every page executed) and a warm rebuild of every
+  page with the cache unchanged (at most 30 s), into a scratch folder; the heaviest pages
+  (HTML plus images, at most 2 MiB);
+- every live slider's redraw time (benchmarks/bench_widgets.py; at most 50 ms median).
+
+Usage: python benchmarks/bench_pages.py [--no-site] [--no-widgets] [--only book/02_scaling ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+import yaml
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE_BUDGET_S, COURSE_BUDGET_S, WARM_BUDGET_S = 45.0, 300.0, 30.0
+PAGE_WEIGHT_BUDGET = 2 * 1024 * 1024
+WIDGET_BUDGET_MS = 50.0
+
+
+def toc_notebooks() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    return [f for f in files if (ROOT / (f + ".ipynb")).exists()]
+
+
+def execute(page: str) -> float:
+    nb = nbformat.read(ROOT / (page + ".ipynb"), as_version=4)
+    start = time.perf_counter()
+    NotebookClient(nb, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str((ROOT / page).parent)}}).execute()
+    return time.perf_counter() - start
+
+
+def page_weights(html_root: Path) -> list[tuple[int, str]]:
+    weights = []
+    for html in html_root.rglob("*.html"):
+        if "_static" in html.parts or "reports" in html.parts:
+            continue
+        total = html.stat().st_size
+        for src in set(re.findall(r'<img[^>]*src="([^"]+)"', html.read_text())):
+            if not src.startswith("data:"):
+                image = (html.parent / src).resolve()
+                if image.exists():
+                    total += image.stat().st_size
+        weights.append((total, str(html.relative_to(html_root))))
+    return sorted(weights, reverse=True)
+
+
+def build(out: Path, *extra: str) -> float:
+    jb = Path(sys.executable).parent / "jupyter-book"
+    start = time.perf_counter()
+    proc = subprocess.run([str(jb), "build", ".", "--path-output", str(out), "--warningiserror",
+                           "--keep-going", *extra], cwd=ROOT, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        print((proc.stdout + proc.stderr)[-3000:])
+        raise SystemExit("site build failed")
+    return elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-site", action="store_true", help="skip the cold and warm site builds")
+    parser.add_argument("--no-widgets", action="store_true", help="skip the slider redraw timings")
+    parser.add_argument("--only", nargs="*", default=None, help="pages to execute (default: all)")
+    args = parser.parse_args()
+    failures = []
+
+    import torch
+
+    print(f"machine: {os.cpu_count()} CPUs, torch {torch.__version__}, "
+          f"device {'cuda: ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu'}")
+    pages = args.only or toc_notebooks()
+    print(f"\n{'notebook':52s} {'seconds':>8s}")
+    times = {}
+    for page in pages:
+        times[page] = execute(page)
+        flag = "  OVER 45 s" if times[page] > PAGE_BUDGET_S else ""
+        print(f"{page:52s} {times[page]:8.1f}{flag}")
+        if times[page] > PAGE_BUDGET_S:
+            failures.append(f"{page} took {times[page]:.1f} s > {PAGE_BUDGET_S:.0f} s")
+    for group in ("book", "exercises", "solutions"):
+        part = [t for p, t in times.items() if p.startswith(group + "/")]
+        if part:
+            print(f"{'  total ' + group + f' ({len(part)})':52s} {sum(part):8.1f}")
+    total = sum(times.values())
+    print(f"{'the whole course':52s} {total:8.1f}  (budget {COURSE_BUDGET_S:.0f} s)")
+    if args.only is None and total > COURSE_BUDGET_S:
+        failures.append(f"the course took {total:.0f} s > {COURSE_BUDGET_S:.0f} s")
+
+    if not args.no_site:
+        with tempfile.TemporaryDirectory() as scratch:
+            out = Path(scratch)
+            cold = build(out)
+            warm = build(out, "--all")  # every page re-rendered, the execution cache unchanged
+            print(f"\nsite: cold build {cold:.1f} s (every page executed), warm rebuild {warm:.1f} s "
+                  f"(budget {WARM_BUDGET_S:.0f} s)")
+            if warm > WARM_BUDGET_S:
+                failures.append(f"warm rebuild {warm:.1f} s > {WARM_BUDGET_S:.0f} s")
+            weights = page_weights(out / "_build" / "html")
+            print("heaviest pages (HTML + images):")
+            for size, name in weights[:5]:
+                print(f"  {name:50s} {size / 1024:8.0f} KiB")
+            if weights and weights[0][0] > PAGE_WEIGHT_BUDGET:
+                failures.append(f"{weights[0][1]} weighs {weights[0][0] / 1024:.0f} KiB > 2048 KiB")
+            shutil.rmtree(out / "_build", ignore_errors=True)
+
+    if not args.no_widgets:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        import bench_widgets
+
+        print("\nsliders (live redraw: slider moved -> figure redrawn -> PNG into the Image widget):")
+        worst = 0.0
+        for page in [p for p in pages if p.startswith("book/")]:
+            for name, figure in bench_widgets.figures_in(ROOT / (page + ".ipynb")):
+                redraws = bench_widgets.time_updates(figure)
+                median = statistics.median(redraws)
+                worst = max(worst, median)
+                print(f"  {page + ' ' + name:60s} median {median:6.1f} ms, worst {max(redraws):6.1f} ms")
+        if worst > WIDGET_BUDGET_MS:
+            failures.append(f"a slider's median redraw is {worst:.1f} ms > {WIDGET_BUDGET_MS:.0f} ms")
+
+    print()
+    for failure in failures:
+        print("OVER BUDGET:", failure)
+    print("all budgets met" if not failures else f"{len(failures)} budget(s) missed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
