@@ -51,6 +51,15 @@ def test_page_weight(site, page):
     assert total < MAX_PAGE_BYTES, f"{page}: {total / 1024:.0f} KiB"
 
 
+@pytest.mark.parametrize("page", PAGES)
+def test_figures_have_alt_text(site, page):
+    """A figure from a cell's output needs `mystnb: {image: {alt: ...}}` in that cell's metadata;
+    without it the alt text is the image's file name."""
+    images = re.findall(r'<img alt="([^"]*)" src="([^"]+)"', _html(site, page))
+    missing = [src for alt, src in images if not alt or alt == src or alt.endswith(".png")]
+    assert missing == [], f"{page}: figures without alt text: {missing}"
+
+
 @pytest.mark.parametrize("page", NOTEBOOK_PAGES)
 def test_launch_links_open_the_real_notebook(site, page):
     repo = CONFIG["repository"]["url"].removeprefix("https://github.com/")
