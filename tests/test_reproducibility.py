@@ -27,14 +27,17 @@ def timing_cells(nb) -> set[int]:
 
 
 def text_outputs(nb, skip: set[int]) -> list[tuple[int, str]]:
-    found = []  # (index among code cells: jupyter-cache keeps only code cells, text)
+    """Per code cell (jupyter-cache keeps only code cells): its stdout joined into one text (the
+    kernel splits a stream into a varying number of pieces), then each result's text/plain."""
+    found = []
     for index, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
         if index in skip:
             continue
+        stdout = "".join(o.text for o in cell.get("outputs", []) if o.output_type == "stream" and o.name == "stdout")
+        if stdout:
+            found.append((index, stdout))
         for output in cell.get("outputs", []):
-            if output.output_type == "stream" and output.name == "stdout":
-                found.append((index, output.text))
-            elif output.output_type in ("execute_result", "display_data") and WIDGET not in output.data:
+            if output.output_type in ("execute_result", "display_data") and WIDGET not in output.data:
                 found.append((index, output.data.get("text/plain", "")))
     return found
 
