@@ -137,6 +137,8 @@ def test_page_in_a_browser(server, browser, page_path):
             page.wait_for_selector("mjx-container", state="attached", timeout=15000)
             raw = page.evaluate("document.querySelector('main').innerText.match(/\\\\\\(|\\\\\\[/g)")
             assert raw is None, f"untypeset maths left on the page: {raw}"
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)  # before any focus moves the sticky header
+        page.screenshot(path=str(SCREENSHOTS / (page_path.replace("/", "__") + ".png")), full_page=True)
         figures = page.locator(".ls-interactive")
         for i in range(figures.count()):
             figure = figures.nth(i)
@@ -155,8 +157,6 @@ def test_page_in_a_browser(server, browser, page_path):
             assert figure.locator("img").get_attribute("alt"), f"figure {i} has no alt text"
         for img in page.locator("main img").all():
             assert img.evaluate("i => i.complete && i.naturalWidth > 0"), "an image did not load"
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / (page_path.replace("/", "__") + ".png")), full_page=True)
         assert problems == [], problems
     finally:
         context.close()

@@ -7,5 +7,6 @@ raises ``AssertionError``. See ``_result.py``.
 
 from ._result import CheckResult, strict_mode
 from .attention import check_scaled_dot_product_attention
+from .masking import check_masks
 
-__all__ = ["CheckResult", "strict_mode", "check_scaled_dot_product_attention"]
+__all__ = ["CheckResult", "strict_mode", "check_scaled_dot_product_attention", "check_masks"]

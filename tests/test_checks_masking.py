@@ -1,0 +1,337 @@
+"""The masking exercise's check: correct answers written differently pass; each known mistake is named."""
+
+import numpy as np
+import pytest
+import torch
+
+from lessons_src import causal_mask, padding_mask
+from lessons_src.checks import CheckResult
+from lessons_src.checks.masking import check_masks
+
+# -- correct implementations, written differently --------------------------------------------------
+
+
+def causal_tril(seq_len):
+    return torch.ones(seq_len, seq_len, dtype=torch.bool).tril()
+
+
+def causal_compare(seq_len):
+    positions = torch.arange(seq_len)
+    return positions[:, None] >= positions[None, :]
+
+
+def causal_not_triu(seq_len):
+    return ~torch.ones(seq_len, seq_len).triu(1).bool()
+
+
+def padding_compare(lengths, max_len):
+    return torch.arange(max_len)[None, :] < lengths[:, None]
+
+
+def padding_loop(lengths, max_len):
+    mask = torch.zeros(len(lengths), max_len, dtype=torch.bool)
+    for b, n in enumerate(lengths.tolist()):
+        mask[b, :n] = True
+    return mask
+
+
+def padding_expand(lengths, max_len):
+    return torch.arange(max_len).expand(len(lengths), -1).lt(lengths.unsqueeze(-1))
+
+
+def combine_index(padding, causal):
+    return padding[:, None, :] & causal
+
+
+def combine_logical_and(padding, causal):
+    B, L = padding.shape
+    return torch.logical_and(padding.unsqueeze(1).expand(B, L, L), causal.expand(B, L, L))
+
+
+def combine_multiply(padding, causal):
+    return (padding.unsqueeze(-2) * causal).bool()  # bool * bool is already bool
+
+
+CORRECT = [
+    (causal_tril, padding_compare, combine_index),
+    (causal_compare, padding_loop, combine_logical_and),
+    (causal_not_triu, padding_expand, combine_multiply),
+    (causal_mask, padding_mask, combine_index),  # the library's own functions
+]
+
+
+@pytest.mark.parametrize("fns", CORRECT, ids=["tril", "compare-loop", "not-triu-expand", "lessons_src"])
+def test_correct_implementations_pass(fns):
+    result = check_masks(*fns)
+    assert isinstance(result, CheckResult)
+    assert result, str(result)
+    assert str(result).startswith("PASS check_masks: all three functions match")
+
+
+def test_the_check_is_fast():
+    import time
+
+    start = time.perf_counter()
+    check_masks(*CORRECT[0])
+    assert time.perf_counter() - start < 0.5
+
+
+# -- known mistakes, each named ----------------------------------------------------------------------
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+def causal_inverted(seq_len):
+    return torch.ones(seq_len, seq_len, dtype=torch.bool).triu(1)  # True = ignore
+
+
+def causal_strict(seq_len):
+    return torch.ones(seq_len, seq_len, dtype=torch.bool).tril(-1)
+
+
+def causal_one_future(seq_len):
+    return torch.ones(seq_len, seq_len, dtype=torch.bool).tril(1)
+
+
+def causal_transposed(seq_len):
+    return torch.ones(seq_len, seq_len, dtype=torch.bool).triu()
+
+
+def causal_float(seq_len):
+    return torch.tril(torch.ones(seq_len, seq_len))
+
+
+def causal_int(seq_len):
+    return torch.ones(seq_len, seq_len, dtype=torch.long).tril()
+
+
+def causal_float_strict(seq_len):
+    return torch.tril(torch.ones(seq_len, seq_len), diagonal=-1)
+
+
+def causal_additive(seq_len):
+    return torch.zeros(seq_len, seq_len).masked_fill(~causal_tril(seq_len), float("-inf"))
+
+
+def causal_batched(seq_len):
+    return causal_tril(seq_len)[None]
+
+
+def causal_numpy(seq_len):
+    return np.tril(np.ones((seq_len, seq_len), dtype=bool))
+
+
+def causal_too_big(seq_len):
+    return causal_tril(seq_len + 1)
+
+
+def causal_random(seq_len):
+    mask = causal_tril(seq_len)
+    if seq_len > 2:
+        mask[seq_len - 1, 0] = False
+    return mask
+
+
+def padding_inverted(lengths, max_len):
+    return torch.arange(max_len)[None, :] >= lengths[:, None]
+
+
+def padding_one_more(lengths, max_len):
+    return torch.arange(max_len)[None, :] <= lengths[:, None]
+
+
+def padding_one_less(lengths, max_len):
+    return torch.arange(max_len)[None, :] < lengths[:, None] - 1
+
+
+def padding_transposed(lengths, max_len):
+    return padding_compare(lengths, max_len).T
+
+
+def padding_ignores_max_len(lengths, max_len):
+    return padding_compare(lengths, int(lengths.max()))
+
+
+def padding_key_axis(lengths, max_len):
+    return padding_compare(lengths, max_len)[:, None, :]
+
+
+def padding_float(lengths, max_len):
+    return padding_compare(lengths, max_len).float()
+
+
+def padding_int(lengths, max_len):
+    return padding_compare(lengths, max_len).int()
+
+
+def combine_query_axis(padding, causal):
+    return padding[:, :, None] & causal  # (B, L, 1): the wrong axis
+
+
+def combine_both_axes(padding, causal):
+    return padding[:, :, None] & padding[:, None, :] & causal
+
+
+def combine_or(padding, causal):
+    return padding[:, None, :] | causal
+
+
+def combine_inverted(padding, causal):
+    return ~(padding[:, None, :] & causal)
+
+
+def combine_inverted_padding(padding, causal):
+    return ~padding[:, None, :] & causal
+
+
+def combine_no_padding(padding, causal):
+    return causal.expand(padding.size(0), -1, -1)
+
+
+def combine_no_causal(padding, causal):
+    L = padding.size(1)
+    return padding[:, None, :].expand(-1, L, -1)
+
+
+def combine_float(padding, causal):
+    return padding.float()[:, None, :] * causal.float()
+
+
+def combine_heads(padding, causal):
+    return (padding[:, None, :] & causal)[:, None]
+
+
+def combine_broadcastable(padding, causal):
+    return padding[:, None, :]
+
+
+def combine_wrong_broadcast_raises(padding, causal):
+    return padding[None, :, :] & causal  # (1, B, L) & (L, L): fails when B != L
+
+
+CAUSAL_MISTAKES = [
+    (causal_inverted, "polarity is inverted"),
+    (causal_strict, "the diagonal is missing"),
+    (causal_one_future, "see the next, future position"),
+    (causal_transposed, "transposed"),
+    (causal_float, "dtype torch.float32, expected torch.bool; the values are right"),
+    (causal_int, "dtype torch.int64, expected torch.bool"),
+    (causal_float_strict, "the diagonal is missing"),
+    (causal_additive, "additive float mask"),
+    (causal_batched, "an extra leading axis"),
+    (causal_numpy, "expected a torch.Tensor"),
+    (causal_too_big, "expected (5, 5)"),
+    (causal_random, "differs from the reference"),
+    (stub, "not implemented yet"),
+]
+PADDING_MISTAKES = [
+    (padding_inverted, "polarity is inverted"),
+    (padding_one_more, "first padding position"),
+    (padding_one_less, "drops its last real token"),
+    (padding_transposed, "transposed"),
+    (padding_ignores_max_len, "max_len=7 is ignored"),
+    (padding_key_axis, "already has the key axis"),
+    (padding_float, "dtype torch.float32"),
+    (padding_int, "dtype torch.int32"),
+    (stub, "not implemented yet"),
+]
+COMBINE_MISTAKES = [
+    (combine_query_axis, "broadcast along the wrong axis"),
+    (combine_both_axes, "broadcast along the wrong axis"),
+    (combine_or, "| (or)"),
+    (combine_inverted, "polarity is inverted"),
+    (combine_inverted_padding, "padding mask is inverted"),
+    (combine_no_padding, "padding mask is missing"),
+    (combine_no_causal, "causal mask is missing"),
+    (combine_float, "dtype torch.float32"),
+    (combine_heads, "(B, 1, L, L)"),
+    (combine_broadcastable, "not combined with the causal mask"),
+    (combine_wrong_broadcast_raises, "RuntimeError"),
+    (stub, "not implemented yet"),
+]
+
+
+def _assert_named(result, function, named):
+    assert not result
+    text = str(result)
+    assert text.startswith(f"FAIL check_masks ({function})"), text
+    assert named in text, text
+    assert "How to fix:" in text, text
+
+
+@pytest.mark.parametrize("fn, named", CAUSAL_MISTAKES, ids=[f.__name__ for f, _ in CAUSAL_MISTAKES])
+def test_causal_mistakes_are_named(fn, named):
+    _assert_named(check_masks(fn, padding_compare, combine_index), "make_causal_mask", named)
+
+
+@pytest.mark.parametrize("fn, named", PADDING_MISTAKES, ids=[f.__name__ for f, _ in PADDING_MISTAKES])
+def test_padding_mistakes_are_named(fn, named):
+    result = check_masks(causal_tril, fn, combine_index)
+    _assert_named(result, "make_padding_mask", named)
+    assert "make_causal_mask passed" in str(result)
+
+
+@pytest.mark.parametrize("fn, named", COMBINE_MISTAKES, ids=[f.__name__ for f, _ in COMBINE_MISTAKES])
+def test_combine_mistakes_are_named(fn, named):
+    result = check_masks(causal_tril, padding_compare, fn)
+    _assert_named(result, "combine_masks", named)
+    assert "make_causal_mask and make_padding_mask passed" in str(result)
+
+
+def test_wrong_axis_hint_gives_the_right_broadcast():
+    result = check_masks(causal_tril, padding_compare, combine_query_axis)
+    assert "(B, L, 1)" in result.summary and "padding[:, None, :]" in result.hint
+
+
+def test_polarity_hint_says_true_means_may_attend():
+    for result in (check_masks(causal_inverted, padding_compare, combine_index),
+                   check_masks(causal_tril, padding_inverted, combine_index)):
+        assert "True = ignore" in result.summary and "True means *may attend*" in result.hint
+
+
+def test_float_mask_with_a_wrong_diagonal_names_both():
+    result = check_masks(causal_float_strict, padding_compare, combine_index)
+    assert "dtype torch.float32" in result.summary and "diagonal is missing" in result.summary
+
+
+def test_the_stub_is_not_implemented_yet():
+    result = check_masks(stub, stub, stub)
+    assert not result and "not implemented yet" in str(result)
+    assert "make_causal_mask" in str(result)
+
+
+def test_not_callable_is_feedback():
+    result = check_masks(causal_tril, 42, combine_index)
+    assert not result and "expected a function, got int" in str(result)
+    assert "make_padding_mask" in str(result)
+
+
+def test_learner_cannot_corrupt_the_reference():
+    def combine_then_mutate(padding, causal):
+        result = padding[:, None, :] & causal
+        padding.zero_()  # the check hands the learner copies: its reference is untouched
+        causal.zero_()
+        return result
+
+    def padding_then_mutate(lengths, max_len):
+        result = padding_compare(lengths, max_len)
+        lengths.zero_()
+        return result
+
+    assert check_masks(causal_tril, padding_then_mutate, combine_then_mutate)
+
+
+def test_html_display():
+    html = check_masks(causal_inverted, padding_compare, combine_index)._repr_html_()
+    assert "inverted" in html and "How to fix" in html
+
+
+def test_strict_mode_raises_with_the_same_feedback(monkeypatch):
+    monkeypatch.setenv("LESSONS_SRC_STRICT", "1")
+    with pytest.raises(AssertionError, match="broadcast along the wrong axis"):
+        check_masks(causal_tril, padding_compare, combine_query_axis)
+    with pytest.raises(AssertionError, match="not implemented yet"):
+        check_masks(stub, stub, stub)
+    assert check_masks(causal_tril, padding_compare, combine_index)  # a pass does not raise
