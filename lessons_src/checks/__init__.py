@@ -8,5 +8,12 @@ raises ``AssertionError``. See ``_result.py``.
 from ._result import CheckResult, strict_mode
 from .attention import check_scaled_dot_product_attention
 from .masking import check_masks
+from .multihead import check_multi_head_attention
 
-__all__ = ["CheckResult", "strict_mode", "check_scaled_dot_product_attention", "check_masks"]
+__all__ = [
+    "CheckResult",
+    "strict_mode",
+    "check_scaled_dot_product_attention",
+    "check_masks",
+    "check_multi_head_attention",
+]
