@@ -33,6 +33,14 @@ def figures_in(path: Path) -> list[tuple[str, InteractiveFigure]]:
     path = path.resolve()
     shell = InteractiveShell.instance()
     shell.reset(new_session=True)
+    made: list[InteractiveFigure] = []  # every figure the notebook builds, named or not
+    original_init = InteractiveFigure.__init__
+
+    def recording_init(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        made.append(self)
+
+    InteractiveFigure.__init__ = recording_init
     cwd = os.getcwd()
     os.chdir(path.parent)
     try:
@@ -45,7 +53,9 @@ def figures_in(path: Path) -> list[tuple[str, InteractiveFigure]]:
                     raise RuntimeError(f"{path.name}: a cell failed: {result.error_in_exec or result.error_before_exec}")
     finally:
         os.chdir(cwd)
-    return [(name, obj) for name, obj in shell.user_ns.items() if isinstance(obj, InteractiveFigure)]
+        InteractiveFigure.__init__ = original_init
+    names = {id(obj): name for name, obj in shell.user_ns.items() if isinstance(obj, InteractiveFigure)}
+    return [(names.get(id(figure), f"figure {i + 1}"), figure) for i, figure in enumerate(made)]
 
 
 def time_updates(figure: InteractiveFigure) -> list[float]:

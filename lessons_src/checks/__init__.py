@@ -7,8 +7,10 @@ raises ``AssertionError``. See ``_result.py``.
 
 from ._result import CheckResult, strict_mode
 from .attention import check_scaled_dot_product_attention
+from .encoder import check_pre_ln_encoder
 from .masking import check_masks
 from .multihead import check_multi_head_attention
+from .rope import check_apply_rope
 
 __all__ = [
     "CheckResult",
@@ -16,4 +18,6 @@ __all__ = [
     "check_scaled_dot_product_attention",
     "check_masks",
     "check_multi_head_attention",
+    "check_pre_ln_encoder",
+    "check_apply_rope",
 ]
