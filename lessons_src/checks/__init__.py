@@ -7,7 +7,9 @@ raises ``AssertionError``. See ``_result.py``.
 
 from ._result import CheckResult, strict_mode
 from .attention import check_scaled_dot_product_attention
+from .efficient import check_sliding_window_mask
 from .encoder import check_pre_ln_encoder
+from .gqa import check_attend_with_cache, check_expand_kv
 from .masking import check_masks
 from .multihead import check_multi_head_attention
 from .rope import check_apply_rope
@@ -20,4 +22,7 @@ __all__ = [
     "check_multi_head_attention",
     "check_pre_ln_encoder",
     "check_apply_rope",
+    "check_sliding_window_mask",
+    "check_expand_kv",
+    "check_attend_with_cache",
 ]
