@@ -13,6 +13,7 @@ from .gqa import check_attend_with_cache, check_expand_kv
 from .masking import check_masks
 from .multihead import check_multi_head_attention
 from .rope import check_apply_rope
+from .scaling import check_attention_weights
 
 __all__ = [
     "CheckResult",
@@ -25,4 +26,5 @@ __all__ = [
     "check_sliding_window_mask",
     "check_expand_kv",
     "check_attend_with_cache",
+    "check_attention_weights",
 ]

@@ -1,0 +1,284 @@
+"""The check for exercise 2 (`attention_weights` with a temperature): correct answers written
+differently pass, and each known mistake is named."""
+
+import math
+import time
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lessons_src import scaled_dot_product_attention
+from lessons_src.checks import CheckResult
+from lessons_src.checks.scaling import _cases, _mistakes, _reference_weights, check_attention_weights
+
+
+def _scores(query, key, temperature):
+    if temperature is None:
+        temperature = math.sqrt(query.size(-1))
+    return query @ key.transpose(-2, -1) / temperature
+
+
+# -- correct implementations, written differently --------------------------------------------------
+
+
+def reference_style(query, key, temperature=None):
+    return torch.softmax(_scores(query, key, temperature), dim=-1)
+
+
+def einsum_style(query, key, temperature=None):
+    scale = query.shape[-1] ** -0.5 if temperature is None else 1.0 / temperature
+    return torch.einsum("...qd,...kd->...qk", query, key).mul(scale).softmax(dim=-1)
+
+
+def stable_by_hand_float64(query, key, temperature=None):
+    temperature = temperature or math.sqrt(query.size(-1))
+    scores = query.double() @ key.double().mT / temperature
+    exps = torch.exp(scores - scores.amax(dim=-1, keepdim=True))  # no overflow however sharp
+    return exps / exps.sum(dim=-1, keepdim=True)  # float64: accepted
+
+
+def via_the_library(query, key, temperature=None):
+    # The library always divides by sqrt(d_k); rescaling the query turns that into / temperature.
+    d_k = query.size(-1)
+    factor = 1.0 if temperature is None else math.sqrt(d_k) / temperature
+    return scaled_dot_product_attention(query * factor, key, key)[1]
+
+
+def positional_temperature(query, key, temperature=None, /):
+    return F.softmax(_scores(query, key, temperature), -1)
+
+
+@pytest.mark.parametrize("fn", [reference_style, einsum_style, stable_by_hand_float64, via_the_library])
+def test_correct_implementations_pass(fn):
+    result = check_attention_weights(fn)
+    assert isinstance(result, CheckResult)
+    assert result, str(result)
+    assert str(result).startswith("PASS") and "all 5 cases" in str(result)
+
+
+def test_reference_is_the_library_with_the_default_temperature():
+    for case in _cases():
+        ours = _reference_weights(case.query, case.key)
+        library = scaled_dot_product_attention(case.query, case.key, case.key)[1]
+        torch.testing.assert_close(ours, library, atol=1e-6, rtol=1e-6)
+
+
+def test_every_known_mistake_differs_from_the_reference_and_from_the_others():
+    # Otherwise a mistake could pass a case unnoticed, or be reported under another one's name.
+    for case in _cases():
+        reference = _reference_weights(case.query, case.key, case.temperature)
+        candidates = _mistakes(case)
+        for i, (weights, what, _) in enumerate(candidates):
+            assert not torch.allclose(weights, reference, atol=1e-3), what
+            for other, other_what, _ in candidates[i + 1:]:
+                assert weights.shape != other.shape or not torch.allclose(weights, other, atol=1e-3), (
+                    f"{what} == {other_what}")
+
+
+# -- known mistakes, each named ----------------------------------------------------------------------
+
+
+def no_scale(query, key, temperature=None):
+    return torch.softmax(query @ key.transpose(-2, -1), dim=-1)
+
+
+def scale_by_d_k(query, key, temperature=None):
+    t = query.size(-1) if temperature is None else temperature
+    return torch.softmax(query @ key.transpose(-2, -1) / t, dim=-1)
+
+
+def multiply_by_sqrt(query, key, temperature=None):
+    return torch.softmax(query @ key.transpose(-2, -1) * math.sqrt(query.size(-1)), dim=-1)
+
+
+def sqrt_of_num_queries(query, key, temperature=None):
+    return torch.softmax(query @ key.transpose(-2, -1) / math.sqrt(query.size(-2)), dim=-1)
+
+
+def sqrt_of_num_keys(query, key, temperature=None):
+    return torch.softmax(query @ key.transpose(-2, -1) / math.sqrt(key.size(-2)), dim=-1)
+
+
+def sqrt_of_size_0(query, key, temperature=None):  # the number of queries for one sequence
+    return torch.softmax(query @ key.transpose(-2, -1) / math.sqrt(query.size(0)), dim=-1)
+
+
+def sqrt_of_size_1(query, key, temperature=None):  # right for (L, d_k); the heads for (B, H, L, d_k)
+    t = math.sqrt(query.size(1)) if temperature is None else temperature
+    return torch.softmax(query @ key.transpose(-2, -1) / t, dim=-1)
+
+
+def scaled_after_softmax(query, key, temperature=None):
+    return torch.softmax(query @ key.transpose(-2, -1), dim=-1) / math.sqrt(query.size(-1))
+
+
+def softmax_over_queries(query, key, temperature=None):
+    return torch.softmax(_scores(query, key, temperature), dim=-2)
+
+
+def softmax_over_dim_1(query, key, temperature=None):  # right for (L, d_k); the heads for (B, H, L, d_k)
+    return torch.softmax(_scores(query, key, temperature), dim=1)
+
+
+def returns_scores(query, key, temperature=None):
+    return _scores(query, key, temperature)
+
+
+def ignores_temperature(query, key, temperature=None):
+    return reference_style(query, key)
+
+
+def multiplies_by_temperature(query, key, temperature=None):
+    if temperature is None:
+        return reference_style(query, key)
+    return torch.softmax(query @ key.transpose(-2, -1) * temperature, dim=-1)
+
+
+def sqrt_of_temperature(query, key, temperature=None):
+    t = query.size(-1) if temperature is None else temperature
+    return torch.softmax(query @ key.transpose(-2, -1) / math.sqrt(t), dim=-1)
+
+
+def naive_exp(query, key, temperature=None):
+    exps = torch.exp(_scores(query, key, temperature))  # overflows for large scores
+    return exps / exps.sum(dim=-1, keepdim=True)
+
+
+def no_temperature_parameter(query, key):
+    return reference_style(query, key)
+
+
+def none_not_handled(query, key, temperature=None):
+    return torch.softmax(query @ key.transpose(-2, -1) / temperature, dim=-1)
+
+
+def key_times_query(query, key, temperature=None):
+    return torch.softmax(key @ query.transpose(-2, -1) / math.sqrt(query.size(-1)), dim=-1)
+
+
+def no_transpose(query, key, temperature=None):
+    return torch.softmax(query @ key / math.sqrt(query.size(-1)), dim=-1)
+
+
+def returns_output_and_weights(query, key, temperature=None):
+    weights = reference_style(query, key, temperature)
+    return weights @ key, weights
+
+
+def returns_none(query, key, temperature=None):
+    weights = reference_style(query, key, temperature)  # noqa: F841 (forgot to return it)
+
+
+def stub(query, key, temperature=None):
+    raise NotImplementedError
+
+
+def raises_runtime_error(query, key, temperature=None):
+    raise RuntimeError("boom")
+
+
+def nan_weights(query, key, temperature=None):
+    weights = reference_style(query, key, temperature)
+    weights[..., 0] = float("nan")
+    return weights
+
+
+def unnormalised(query, key, temperature=None):
+    return torch.exp(_scores(query, key, temperature))
+
+
+MISTAKES = [
+    (no_scale, "not scaled", "sqrt(d_k)"),
+    (scale_by_d_k, "divided by d_k instead of sqrt(d_k)", "not d_k"),
+    (multiply_by_sqrt, "multiplied by sqrt(d_k) instead of divided", "/ math.sqrt(d_k)"),
+    (sqrt_of_num_queries, "square root of Lq", "query.size(-1)"),
+    (sqrt_of_num_keys, "square root of Lk", "query.size(-1)"),
+    (sqrt_of_size_0, "square root of Lq = query.size(0)", "query.size(-1)"),
+    (sqrt_of_size_1, "square root of H = query.size(1) (the number of heads)", "query.size(-1)"),
+    (scaled_after_softmax, "after the softmax", "*before* the softmax"),
+    (softmax_over_queries, "softmax runs over Lq (the queries", "dim=-1"),
+    (softmax_over_dim_1, "softmax runs over H (the number of heads", "dim=-1"),
+    (returns_scores, "returns the scores, before the softmax", "torch.softmax"),
+    (ignores_temperature, "temperature=2 is ignored", "divide by `temperature`"),
+    (multiplies_by_temperature, "multiplied by temperature=2 instead of divided", "/ temperature"),
+    (sqrt_of_temperature, "divided by sqrt(temperature)", "no square root"),
+    (naive_exp, "NaN or inf", "overflows float32"),
+    (no_temperature_parameter, "no `temperature` parameter", "temperature=None"),
+    (none_not_handled, "NoneType", "`temperature=None` means sqrt(d_k)"),
+    (key_times_query, "(..., Lk, Lq)", "query @ key.transpose(-2, -1)"),
+    (no_transpose, "raised RuntimeError", "transpose the last two dims of key"),
+    (returns_output_and_weights, "returned a tuple of 2 items, expected one tensor", "only the weights"),
+    (returns_none, "returned NoneType", "return weights"),
+    (stub, "not implemented yet", "NotImplementedError"),
+    (raises_runtime_error, "RuntimeError: boom", "read the error line"),
+    (nan_weights, "NaN or inf", "torch.softmax"),
+    (unnormalised, "do not sum to 1", "softmax"),
+]
+
+
+@pytest.mark.parametrize("fn, named, fix", MISTAKES, ids=[fn.__name__ for fn, _, _ in MISTAKES])
+def test_mistakes_are_named(fn, named, fix):
+    result = check_attention_weights(fn)
+    assert not result
+    assert str(result).startswith("FAIL")
+    assert named in result.summary, str(result)
+    assert fix in result.hint, str(result)
+
+
+def test_later_cases_say_which_passed():
+    assert "cases 1-4 passed" in str(check_attention_weights(naive_exp))
+    assert "case 1 passed" in str(check_attention_weights(sqrt_of_size_1))
+
+
+def test_positional_only_temperature_is_reported_not_crashed():
+    # temperature cannot be passed by keyword: the check says so instead of raising.
+    result = check_attention_weights(positional_temperature)
+    assert not result and "no `temperature` parameter" in result.summary
+
+
+def test_unrecognised_mistake_still_gets_feedback():
+    def off_by_a_bit(query, key, temperature=None):
+        weights = reference_style(query, key, temperature) + 0.01
+        return weights / weights.sum(dim=-1, keepdim=True)
+
+    result = check_attention_weights(off_by_a_bit)
+    assert not result and "differ from the reference" in result.summary
+    assert any("largest difference" in d for d in result.details)
+
+
+def test_not_callable_is_feedback():
+    result = check_attention_weights("attention_weights")
+    assert not result and "expected a function, got str" in str(result)
+
+
+def test_learner_cannot_corrupt_the_reference():
+    def mutates_inputs(query, key, temperature=None):
+        weights = reference_style(query, key, temperature)
+        query.zero_()
+        key.mul_(3)
+        return weights
+
+    assert check_attention_weights(mutates_inputs)
+
+
+def test_html_display():
+    html = check_attention_weights(no_scale)._repr_html_()
+    assert "not scaled" in html and "How to fix" in html
+
+
+def test_strict_mode_raises_with_the_same_feedback(monkeypatch):
+    monkeypatch.setenv("LESSONS_SRC_STRICT", "1")
+    with pytest.raises(AssertionError, match="divided by d_k instead of sqrt"):
+        check_attention_weights(scale_by_d_k)
+    with pytest.raises(AssertionError, match="not implemented yet"):
+        check_attention_weights(stub)
+    assert check_attention_weights(reference_style)  # a pass does not raise
+
+
+def test_check_is_fast():
+    check_attention_weights(reference_style)  # warm-up
+    start = time.perf_counter()
+    check_attention_weights(reference_style)
+    check_attention_weights(unnormalised)  # the slowest path: every candidate compared
+    assert time.perf_counter() - start < 1.0
