@@ -1,7 +1,7 @@
 """The transformer block: attention and a feed-forward net, each wrapped in residual + LayerNorm.
 
 ``FeedForward``, ``EncoderBlock`` and ``Encoder`` are taught in "The encoder block" chapter;
-``DecoderBlock`` (causal self-attention + cross-attention) in the "Variants" chapter. Each block
+``DecoderBlock`` (causal self-attention + cross-attention) in the chapter "Decoder blocks and cross-attention". Each block
 mirrors PyTorch's layer attribute for attribute, and ``from_torch`` copies a PyTorch layer's
 weights so a chapter can check its block against ``nn.TransformerEncoderLayer``.
 Masks are the course's: boolean, **True = may attend**.
@@ -245,7 +245,7 @@ class DecoderBlock(nn.Module):
     Each sublayer has residual + LayerNorm, post-LN or pre-LN as in :class:`EncoderBlock`;
     attribute names mirror ``nn.TransformerDecoderLayer`` (``cross_attn`` is its
     ``multihead_attn``). Shapes: x ``(B, L, D)``, memory ``(B, Lm, D)`` -> ``(B, L, D)``.
-    Taught in the "Variants" chapter.
+    Taught in the chapter "Decoder blocks and cross-attention".
     """
 
     def __init__(
@@ -320,7 +320,7 @@ class DecoderBlock(nn.Module):
 
         Our block always applies the causal mask, so it equals the PyTorch layer called with a
         causal ``tgt_mask``. Always batch first (see :meth:`EncoderBlock.from_torch`).
-        Taught in the "Variants" chapter.
+        Taught in the chapter "Decoder blocks and cross-attention".
         """
         if not isinstance(layer, nn.TransformerDecoderLayer):
             raise ValueError(

@@ -7,9 +7,11 @@ raises ``AssertionError``. See ``_result.py``.
 
 from ._result import CheckResult, strict_mode
 from .attention import check_scaled_dot_product_attention
+from .decoder import check_decoder_attention
 from .efficient import check_sliding_window_mask
 from .encoder import check_pre_ln_encoder
 from .gqa import check_attend_with_cache, check_expand_kv
+from .layer_norm import check_warmup_lr
 from .masking import check_masks
 from .multihead import check_multi_head_attention
 from .rope import check_apply_rope
@@ -27,4 +29,6 @@ __all__ = [
     "check_expand_kv",
     "check_attend_with_cache",
     "check_attention_weights",
+    "check_warmup_lr",
+    "check_decoder_attention",
 ]
