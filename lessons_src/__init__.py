@@ -15,7 +15,7 @@ Each module holds one concept and names the chapter that teaches it:
 
 from .attention import scaled_dot_product_attention
 from .data import reversal_batch, shift_batch
-from .device import default_device, seed_everything
+from .device import default_device, one_cpu_thread, seed_everything
 from .encoder import DecoderBlock, Encoder, EncoderBlock, FeedForward, count_parameters
 from .masks import causal_mask, padding_mask
 from .multihead import MultiHeadAttention, attn_mask_to_mask, key_padding_mask_to_mask
@@ -41,6 +41,7 @@ __all__ = [
     "padding_mask",
     "default_device",
     "seed_everything",
+    "one_cpu_thread",
     "MultiHeadAttention",
     "key_padding_mask_to_mask",
     "attn_mask_to_mask",

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import torch
 
-__all__ = ["default_device", "seed_everything"]
+__all__ = ["default_device", "seed_everything", "one_cpu_thread"]
 
 
 def default_device() -> torch.device:
@@ -21,3 +23,19 @@ def seed_everything(seed: int = 0) -> torch.Generator:
     np.random.seed(seed)
     torch.manual_seed(seed)  # also seeds every CUDA device
     return torch.Generator().manual_seed(seed)
+
+
+@contextmanager
+def one_cpu_thread() -> Iterator[None]:
+    """Run the block on one CPU thread, then restore the thread count.
+
+    For the course's tiny tensors one thread is as fast as two, and it cannot stall: on a busy
+    2-core machine a second intra-op thread made small training loops 10-20x slower (measured by
+    the chapter authors). The exercise checks and some chapters use it; GPU work is unaffected.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)

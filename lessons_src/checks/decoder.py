@@ -12,13 +12,13 @@ self-attention, ...
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
+from ..device import one_cpu_thread
 from ..masks import broadcast_shape, causal_mask, padding_mask
 from ..multihead import MultiHeadAttention
 from ._result import CheckResult, call_learner, close, finish, learner_error, shape_of
@@ -281,16 +281,6 @@ def _diagnose_calls(s: _Setup, expected_self: Tensor, partial: bool = False) -> 
     return None
 
 
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    """Tiny tensors: one CPU thread is as fast as two and cannot stall on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
 
 def check_decoder_attention(fn: Callable[..., object]) -> CheckResult:
     """Check a learner's ``decoder_attention(x, memory, source_lengths, self_attn, cross_attn)`` (exercise 8).
@@ -304,7 +294,7 @@ def check_decoder_attention(fn: Callable[..., object]) -> CheckResult:
         return finish(CheckResult(NAME, False, f"expected a function, got {type(fn).__name__}",
                                    "pass the function itself, without calling it: "
                                    "`check_decoder_attention(decoder_attention)`."))
-    with _one_thread(), torch.no_grad():
+    with one_cpu_thread(), torch.no_grad():
         return _check(fn)
 
 

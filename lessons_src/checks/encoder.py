@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..device import one_cpu_thread
 from ..encoder import Encoder, EncoderBlock
 from ..masks import padding_mask
 from ._result import CheckResult, call_learner, close, finish, shape_of
@@ -288,24 +288,13 @@ def _hint_for_error(failure: CheckResult) -> CheckResult:
     return failure
 
 
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    """Run on one CPU thread: these tensors are tiny, and on a busy machine a second intra-op
-    thread makes each small op wait (measured: 10x slower under load), never faster."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
 
 def check_pre_ln_encoder(pre_ln_block: Callable[..., object], pre_ln_encoder: Callable[..., object]) -> CheckResult:
     """Check exercise 6: ``pre_ln_block(x, attention, ff, norm1, norm2, mask=None)`` and
     ``pre_ln_encoder(x, layers, norm, mask=None)`` against ``EncoderBlock``/``Encoder`` with
     ``norm_first=True`` and shared weights, on three block cases and two stack cases.
     """
-    with _one_thread():
+    with one_cpu_thread():
         return _check(pre_ln_block, pre_ln_encoder)
 
 

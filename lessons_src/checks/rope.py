@@ -10,13 +10,13 @@ by -θ, positions ignored, pairs not interleaved back, ...) and names the one th
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from ..device import one_cpu_thread
 from ..variants import apply_rope, rope_frequencies
 from ._result import CheckResult, call_learner, close, finish, shape_of
 
@@ -142,17 +142,6 @@ def _pair_norms(t: Tensor) -> Tensor:
 # -- the check -----------------------------------------------------------------------------------
 
 
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    """Run on one CPU thread: these tensors are tiny, and on a busy machine a second intra-op
-    thread only makes each small op wait."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
 
 def check_apply_rope(fn: Callable[..., object]) -> CheckResult:
     """Check exercise 11: ``fn(x, positions, base=10000.0)`` rotates the interleaved pairs of
@@ -162,7 +151,7 @@ def check_apply_rope(fn: Callable[..., object]) -> CheckResult:
     if not callable(fn):
         return finish(CheckResult(_NAME, False, f"expected a function, got {type(fn).__name__}",
                                   "pass the function itself, without calling it: `check_apply_rope(apply_rope)`."))
-    with _one_thread():
+    with one_cpu_thread():
         return _check(fn)
 
 
