@@ -87,14 +87,3 @@ def test_broadcast_shape_refuses_what_torch_refuses(shapes):
         torch.broadcast_shapes(*shapes)
     assert broadcast_shape(*shapes) is None
 
-
-def test_one_cpu_thread_restores_the_thread_count():
-    from lessons_src import one_cpu_thread
-
-    before = torch.get_num_threads()
-    with one_cpu_thread():
-        assert torch.get_num_threads() == 1
-    assert torch.get_num_threads() == before
-    with pytest.raises(RuntimeError), one_cpu_thread():
-        raise RuntimeError("boom")
-    assert torch.get_num_threads() == before
