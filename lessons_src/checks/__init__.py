@@ -16,6 +16,7 @@ from .masking import check_masks
 from .multihead import check_multi_head_attention
 from .rope import check_apply_rope
 from .scaling import check_attention_weights
+from .training import check_shift_attention
 
 __all__ = [
     "CheckResult",
@@ -31,4 +32,5 @@ __all__ = [
     "check_attention_weights",
     "check_warmup_lr",
     "check_decoder_attention",
+    "check_shift_attention",
 ]
