@@ -21,18 +21,24 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 warnings.filterwarnings("ignore")
 
 import nbformat  # noqa: E402
+import torch  # noqa: E402
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 
 from lessons_src.widgets import InteractiveFigure  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET_MS = 50.0
+THREADS = torch.get_num_threads()
 
 
 def figures_in(path: Path) -> list[tuple[str, InteractiveFigure]]:
     path = path.resolve()
     shell = InteractiveShell.instance()
     shell.reset(new_session=True)
+    # Notebooks share this process: undo the global torch state an earlier one may have set
+    # (chapter 4 turns gradients off, chapters 7 and 8 use one thread), as a fresh kernel would.
+    torch.set_grad_enabled(True)
+    torch.set_num_threads(THREADS)
     made: list[InteractiveFigure] = []  # every figure the notebook builds, named or not
     original_init = InteractiveFigure.__init__
 
@@ -54,6 +60,8 @@ def figures_in(path: Path) -> list[tuple[str, InteractiveFigure]]:
     finally:
         os.chdir(cwd)
         InteractiveFigure.__init__ = original_init
+        torch.set_grad_enabled(True)
+        torch.set_num_threads(THREADS)
     names = {id(obj): name for name, obj in shell.user_ns.items() if isinstance(obj, InteractiveFigure)}
     return [(names.get(id(figure), f"figure {i + 1}"), figure) for i, figure in enumerate(made)]
 

@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -67,6 +69,19 @@ class Slider:
         return self.label or self.name
 
 
+def _fast_png(rgba: np.ndarray) -> bytes:
+    """An (H, W, 4) uint8 canvas as an RGB PNG at zlib level 1: a few ms faster per redraw than
+    matplotlib's RGBA level-6 PNG, for a slightly larger file (static frames are re-encoded)."""
+    from PIL import Image
+
+    image = Image.fromarray(rgba, "RGBA")
+    if rgba[..., 3].min() < 255:  # a transparent figure: flatten onto white, not black
+        image = Image.alpha_composite(Image.new("RGBA", image.size, "white"), image)
+    buf = io.BytesIO()
+    image.convert("RGB").save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()
+
+
 def _palette_png(png: bytes, colors: int = 128) -> bytes:
     """Re-encode an RGBA PNG with an adaptive palette (about 3x smaller for plots)."""
     from PIL import Image
@@ -83,6 +98,11 @@ class InteractiveFigure:
     ``fig`` is drawn once; ``update`` must only change its artists (``set_data``,
     ``set_height``, ...), with the maths in pure, tested functions. Display the object as the
     last expression of a cell. ``alt`` describes the figure for screen readers.
+
+    ``animated``: optionally, every artist that ``update`` changes. The rest of the figure (axes,
+    tick labels, legends, colorbars) is then rendered once and reused, and each redraw draws only
+    these artists on top of it (blitting): several times faster for figures with many labels.
+    Animated artists are drawn over the static ones, in z-order.
     """
 
     def __init__(
@@ -93,6 +113,7 @@ class InteractiveFigure:
         *,
         alt: str,
         dpi: float | None = None,
+        animated: Sequence[Artist] = (),
     ) -> None:
         sliders = tuple(sliders)
         if not sliders:
@@ -122,6 +143,10 @@ class InteractiveFigure:
         plt.close(fig)
         FigureCanvasAgg(fig)
         self._widget = None
+        self.animated = sorted(animated, key=lambda artist: artist.get_zorder())
+        for artist in self.animated:
+            artist.set_animated(True)  # left out of a full draw: the reused background
+        self._background = None
 
     # -- rendering -------------------------------------------------------------------------
     def initial_values(self) -> dict[str, Any]:
@@ -134,9 +159,17 @@ class InteractiveFigure:
             raise ValueError(f"InteractiveFigure.render: unknown slider(s) {sorted(unknown)}")
         params = {**self.initial_values(), **values}
         self.update(**params)
-        buf = io.BytesIO()
-        self.fig.canvas.print_png(buf)  # faster than savefig: no bbox or layout pass
-        return buf.getvalue()
+        canvas = self.fig.canvas
+        if not self.animated:
+            canvas.draw()  # not savefig: no bbox or layout pass
+        else:
+            if self._background is None:
+                canvas.draw()  # everything but the animated artists, once
+                self._background = canvas.copy_from_bbox(self.fig.bbox)
+            canvas.restore_region(self._background)
+            for artist in self.animated:
+                self.fig.draw_artist(artist)
+        return _fast_png(np.asarray(canvas.buffer_rgba()))
 
     def frames(self) -> list[bytes]:
         """Every frame of the slider grid, in row-major order (last slider fastest), as

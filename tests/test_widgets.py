@@ -110,3 +110,33 @@ def test_bad_sliders():
         InteractiveFigure(fig, update, [Slider("a", range(10)), Slider("b", range(10))], alt="x")
     with pytest.raises(ValueError, match=r"unknown slider\(s\) \['nope'\]"):
         _make().render(nope=1)
+
+
+def _frames_rgb(figure):
+    from io import BytesIO
+
+    from PIL import Image
+
+    return [np.asarray(Image.open(BytesIO(figure.render(amplitude=a, phase=p))).convert("RGB"))
+            for a in (0.5, 1.0, 2.0) for p in (0.0, 1.5)]
+
+
+def test_blitting_draws_the_same_frames_as_full_redraws():
+    def make(blit):
+        fig, ax = plt.subplots(figsize=(3, 2), dpi=50)
+        (line,) = ax.plot(np.zeros(8), zorder=3)
+        title = ax.set_title("")
+        ax.set_ylim(-3, 3)
+        ax.set_xlabel("position")
+
+        def update(amplitude, phase):
+            line.set_ydata(amplitude * np.sin(np.arange(8) + phase))
+            title.set_text(f"amplitude {amplitude}")
+
+        sliders = [Slider("amplitude", [0.5, 1.0, 2.0]), Slider("phase", [0.0, 1.5])]
+        return InteractiveFigure(fig, update, sliders, alt="x", animated=[line, title] if blit else ())
+
+    full, blitted = _frames_rgb(make(False)), _frames_rgb(make(True))
+    assert len({f.tobytes() for f in blitted}) == 6  # every frame differs
+    for a, b in zip(full, blitted):
+        assert np.array_equal(a, b)
