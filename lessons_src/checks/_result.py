@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-__all__ = ["CheckResult", "strict_mode", "finish", "call_learner", "NOT_IMPLEMENTED", "close", "same_up_to_nan", "learner_error", "shape_of", "STRICT_ENV"]
+__all__ = ["CheckResult", "strict_mode", "finish", "call_learner", "not_one_tensor", "NOT_IMPLEMENTED", "close", "same_up_to_nan", "learner_error", "shape_of", "STRICT_ENV"]
 
 STRICT_ENV = "LESSONS_SRC_STRICT"
 
@@ -125,3 +125,16 @@ def call_learner(check: str, where: str, fn: object, *args, **kwargs) -> tuple[o
     except Exception as exc:  # the learner's code may raise anything: it is feedback
         return None, finish(CheckResult(check, False, f"{where}: your function raised {learner_error(exc)}",
                                         "read the error line above; print the shape of each intermediate tensor."))
+
+
+def not_one_tensor(check: str, where: str, result: object, fix: str, tuple_fix: str | None = None) -> CheckResult | None:
+    """Feedback (not yet finished) when the learner returned something other than one tensor, else None.
+
+    ``tuple_fix``, when given, is the hint for a tuple or list (e.g. output and weights returned
+    together); otherwise a tuple gets the general ``fix``.
+    """
+    if tuple_fix is not None and isinstance(result, (tuple, list)):
+        return CheckResult(check, False, f"{where}: returned a {type(result).__name__}, expected one tensor", tuple_fix)
+    if not isinstance(result, Tensor):
+        return CheckResult(check, False, f"{where}: returned {type(result).__name__}, expected a tensor", fix)
+    return None

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from ..device import one_cpu_thread
 from ..encoder import Encoder, EncoderBlock
 from ..masks import padding_mask
-from ._result import CheckResult, call_learner, close, finish, shape_of
+from ._result import CheckResult, call_learner, close, finish, not_one_tensor, shape_of
 
 __all__ = ["check_pre_ln_encoder"]
 
@@ -321,12 +321,10 @@ def _check(pre_ln_block: Callable[..., object], pre_ln_encoder: Callable[..., ob
         if failure is not None:
             return _hint_for_error(failure)
         check = f"{_NAME} [{label}]"
-        if isinstance(result, (tuple, list)):
-            return finish(CheckResult(check, False, f"{where}: returned a {type(result).__name__}, expected one tensor",
-                                      "return only the block's output x, shape (B, L, D) (drop the attention weights)."))
-        if not isinstance(result, Tensor):
-            return finish(CheckResult(check, False, f"{where}: returned {type(result).__name__}, expected a tensor",
-                                      "end the function with `return x`."))
+        wrong = not_one_tensor(check, where, result, "end the function with `return x`.",
+                               "return only the block's output x, shape (B, L, D) (drop the attention weights).")
+        if wrong is not None:
+            return finish(wrong)
         if result.shape != expected.shape:
             return finish(CheckResult(check, False, f"{where}: the output has shape {shape_of(result)}, expected "
                                       f"{tuple(expected.shape)} = (B, L, D)",

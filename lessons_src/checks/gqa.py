@@ -15,7 +15,7 @@ from torch import Tensor
 
 from ..attention import scaled_dot_product_attention
 from ..masks import causal_mask
-from ._result import NOT_IMPLEMENTED, CheckResult, close, finish, learner_error, shape_of
+from ._result import NOT_IMPLEMENTED, CheckResult, close, finish, learner_error, not_one_tensor, shape_of
 
 __all__ = ["check_expand_kv", "check_attend_with_cache"]
 
@@ -136,10 +136,10 @@ def check_expand_kv(fn: Callable[..., object]) -> CheckResult:
         if failure is not None:
             return failure
         expected = _expand(case.kv, case.num_heads)
-        if not isinstance(result, Tensor):
-            return finish(CheckResult(name, False, f"{where}: returned {type(result).__name__}, expected a tensor",
-                                      f"return the expanded tensor of shape (B, num_heads, L, d), e.g. "
-                                      f"{_REPEAT_INTERLEAVE}."))
+        wrong = not_one_tensor(name, where, result, "return the expanded tensor of shape (B, num_heads, L, d), "
+                               f"e.g. {_REPEAT_INTERLEAVE}.")
+        if wrong is not None:
+            return finish(wrong)
         if result.shape != expected.shape:
             for shape, what, fix in _expand_wrong_shapes(case.kv, case.num_heads):
                 if tuple(result.shape) == shape:

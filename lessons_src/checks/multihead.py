@@ -27,7 +27,7 @@ from torch import Tensor
 
 from ..masks import padding_mask
 from ..multihead import MultiHeadAttention
-from ._result import CheckResult, call_learner, close, finish, same_up_to_nan, shape_of
+from ._result import CheckResult, call_learner, close, finish, not_one_tensor, same_up_to_nan, shape_of
 
 __all__ = ["check_split_heads", "check_merge_heads", "check_multi_head_forward", "check_multi_head_attention"]
 
@@ -141,9 +141,9 @@ def _run_split(fn: object, name: str) -> CheckResult:
         if failure is not None:
             return _refine(failure, "split_heads", D, num_heads)
         expected = _split(x, num_heads)
-        if not isinstance(result, Tensor):
-            return CheckResult(name, False, f"{where}: returned {type(result).__name__}, expected a tensor",
-                               "return the split tensor, of shape (B, H, L, d_k).")
+        wrong = not_one_tensor(name, where, result, "return the split tensor, of shape (B, H, L, d_k).")
+        if wrong is not None:
+            return wrong
         if result.shape != expected.shape:
             got = tuple(result.shape)
             if got == (B, L, num_heads, d_k):
@@ -201,9 +201,9 @@ def _run_merge(fn: object, name: str) -> CheckResult:
         if failure is not None:
             return _refine(failure, "merge_heads", H * d_k, H)
         expected = _merge(x)
-        if not isinstance(result, Tensor):
-            return CheckResult(name, False, f"{where}: returned {type(result).__name__}, expected a tensor",
-                               "return the merged tensor, of shape (B, L, D).")
+        wrong = not_one_tensor(name, where, result, "return the merged tensor, of shape (B, L, D).")
+        if wrong is not None:
+            return wrong
         if result.shape != expected.shape:
             got = tuple(result.shape)
             if got == (B, L, H, d_k):

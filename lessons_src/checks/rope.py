@@ -18,7 +18,7 @@ from torch import Tensor
 
 from ..device import one_cpu_thread
 from ..variants import apply_rope, rope_frequencies
-from ._result import CheckResult, call_learner, close, finish, shape_of
+from ._result import CheckResult, call_learner, close, finish, not_one_tensor, shape_of
 
 __all__ = ["check_apply_rope"]
 
@@ -178,12 +178,10 @@ def _check(fn: Callable[..., object]) -> CheckResult:
         result, failure = call_learner(_NAME, where, fn, *args)
         if failure is not None:
             return failure
-        if isinstance(result, (tuple, list)):
-            return finish(CheckResult(_NAME, False, f"{where}: returned a {type(result).__name__}, expected one tensor",
-                                      "return the rotated tensor only."))
-        if not isinstance(result, Tensor):
-            return finish(CheckResult(_NAME, False, f"{where}: returned {type(result).__name__}, expected a tensor",
-                                      "end the function with `return rotated`."))
+        wrong = not_one_tensor(_NAME, where, result, "end the function with `return rotated`.",
+                               "return the rotated tensor only.")
+        if wrong is not None:
+            return finish(wrong)
         if result.shape != expected.shape:
             hint = "return x's shape: rotate the pairs, then put them back in place of x's dimensions."
             if result.shape[:-1] == expected.shape[:-1] and result.size(-1) * 2 == expected.size(-1):
