@@ -304,6 +304,15 @@ def _check_step_result(name: str, where: str, result: object, step: _Step) -> Ch
                               f"return the {label} with the new token appended at the end, unchanged otherwise."))
 
 
+def _run_step(name: str, where: str, fn: Callable[..., object], step: _Step) -> tuple[object, CheckResult | None]:
+    """Call the learner on one decoding step and validate what it returned: ``(result, failure)``."""
+    result, failure = _call(name, where, fn, step.query, step.key_cache, step.value_cache,
+                            step.key_new, step.value_new, cache=True)
+    if failure is None:
+        failure = _check_step_result(name, where, result, step)
+    return result, failure
+
+
 def check_attend_with_cache(fn: Callable[..., object]) -> CheckResult:
     """Check ``fn(query, key_cache, value_cache, key_new, value_new) -> (output, key_cache, value_cache)``.
 
@@ -324,11 +333,7 @@ def check_attend_with_cache(fn: Callable[..., object]) -> CheckResult:
     for number, (description, seed, batch, num_heads, kv_heads, dim, past) in enumerate(configs, start=1):
         where = f"case {number}/{len(configs) + 1} ({description})"
         step = _step(seed, batch, num_heads, kv_heads, dim, past)
-        result, failure = _call(name, where, fn, step.query, step.key_cache, step.value_cache,
-                                step.key_new, step.value_new, cache=True)
-        if failure is not None:
-            return failure
-        failure = _check_step_result(name, where, result, step)
+        result, failure = _run_step(name, where, fn, step)
         if failure is not None:
             return failure
 
@@ -346,11 +351,7 @@ def check_attend_with_cache(fn: Callable[..., object]) -> CheckResult:
         where = (f"case {len(configs) + 1}/{len(configs) + 1} (decoding L={length} tokens one by one from an empty "
                  f"cache, B={batch}, H={num_heads}, H_kv={kv_heads}; step {t})")
         step = _Step(query[:, :, t : t + 1], key_cache, value_cache, key[:, :, t : t + 1], value[:, :, t : t + 1])
-        result, failure = _call(name, where, fn, step.query, step.key_cache, step.value_cache,
-                                step.key_new, step.value_new, cache=True)
-        if failure is not None:
-            return failure
-        failure = _check_step_result(name, where, result, step)
+        result, failure = _run_step(name, where, fn, step)
         if failure is not None:
             return failure
         output, key_cache, value_cache = (x.detach().to(torch.float32) for x in result)  # type: ignore[union-attr]
