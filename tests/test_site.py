@@ -133,7 +133,8 @@ def _open(browser, server, page_path):
 def test_page_in_a_browser(server, browser, page_path):
     context, page, problems = _open(browser, server, page_path)
     try:
-        if "\\(" in _html(HTML, page_path) or "\\[" in _html(HTML, page_path):
+        source = _html(HTML, page_path)
+        if "\\(" in source or "\\[" in source:
             page.wait_for_selector("mjx-container", state="attached", timeout=15000)
             raw = page.evaluate("document.querySelector('main').innerText.match(/\\\\\\(|\\\\\\[/g)")
             assert raw is None, f"untypeset maths left on the page: {raw}"
