@@ -1,6 +1,6 @@
 """Slider-driven figures that are live in a kernel and still interactive on the static site.
 
-One object, two renderings (see ``shared/DESIGN.md``):
+One object, two renderings (CONTRIBUTING.md, "Sliders"):
 
 * In Jupyter, Colab or Binder, the notebook shows real ipywidgets sliders. Moving one calls
   ``update(**values)``, which changes the artists of *one* matplotlib figure in place; the figure
@@ -10,7 +10,9 @@ One object, two renderings (see ``shared/DESIGN.md``):
   that swap the image when a slider moves. No CDN, no network.
 
 The site build prefers ``text/html`` (``nb_mime_priority_overrides`` in ``_config.yml``);
-Jupyter front ends prefer the widget view from the same MIME bundle.
+Jupyter front ends prefer the widget view from the same MIME bundle, and one that cannot show
+widgets (or a kernel without ipywidgets) shows the ``text/html`` frames. Works with ipywidgets 7.7
+(Colab) and 8.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import html
 import io
 import itertools
 import json
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +34,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 __all__ = ["Slider", "InteractiveFigure"]
+
+#: The MIME type of a live ipywidgets view (front ends without widget support skip it).
+WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 
 #: Frames above this count make a page too heavy for the static fallback.
 MAX_FRAMES = 96
@@ -256,7 +262,14 @@ class InteractiveFigure:
 
     # -- display ---------------------------------------------------------------------------
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
-        bundle = dict(self.widget()._repr_mimebundle_() or {})
+        bundle: dict[str, Any] = {}
+        try:
+            # The widget view by hand: ipywidgets 8 has _repr_mimebundle_, but 7.7 (Colab's) only
+            # _ipython_display_; both give this same view spec.
+            bundle[WIDGET_VIEW_MIME] = self.widget().get_view_spec()
+        except Exception as exc:  # no usable ipywidgets: the precomputed frames below still work
+            warnings.warn(f"live sliders unavailable ({type(exc).__name__}: {exc}); "
+                          "showing the precomputed frames instead", stacklevel=2)
         bundle["text/html"] = self.to_html()
         names = ", ".join(f"{s.description} ({len(s.values)} steps)" for s in self.sliders)
         bundle["text/plain"] = f"Interactive figure: {self.alt} Sliders: {names}."

@@ -1,7 +1,7 @@
 """Keep every notebook's first cell (the Colab install cell) in sync, and strip outputs.
 
-The release that notebooks install lives in pyproject.toml (`[tool.lessons_src] release`) and
-the repository URL in _config.yml (`repository.url`); this script writes both into the first
+The release that notebooks install is `v` + `lessons_src.__version__` (RELEASING.md) and the
+repository URL is _config.yml's `repository.url`; this script writes both into the first
 code cell of every notebook in book/, exercises/ and solutions/. Run it after changing either,
 and before committing a notebook: `python scripts/sync_notebooks.py`. The test suite checks
 that nothing is out of sync (`python scripts/sync_notebooks.py --check`).
@@ -10,8 +10,8 @@ that nothing is out of sync (`python scripts/sync_notebooks.py --check`).
 from __future__ import annotations
 
 import argparse
+import ast
 import sys
-import tomllib
 from pathlib import Path
 
 import nbformat
@@ -28,8 +28,18 @@ def notebooks() -> list[Path]:
     return sorted(p for d in NOTEBOOK_DIRS for p in (ROOT / d).glob("*.ipynb"))
 
 
+def version() -> str:
+    """``lessons_src.__version__``, read from the source (the package need not be importable)."""
+    tree = ast.parse((ROOT / "lessons_src" / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__version__" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise RuntimeError("lessons_src/__init__.py sets no __version__")
+
+
 def release() -> str:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["lessons_src"]["release"]
+    """The git tag of the release a fresh Colab installs: ``v`` + the package version."""
+    return f"v{version()}"
 
 
 def repository_url() -> str:

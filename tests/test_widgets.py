@@ -90,6 +90,25 @@ def test_mime_bundle_has_widget_view_and_html_fallback():
     assert "Sliders: amplitude (3 steps), phase (rad) (2 steps)" in bundle["text/plain"]
 
 
+def test_widget_view_is_the_same_spec_ipywidgets_7_and_8_display():
+    figure = _make()
+    view = figure._repr_mimebundle_()["application/vnd.jupyter.widget-view+json"]
+    assert view == {"version_major": 2, "version_minor": 0, "model_id": figure.widget().model_id}
+
+
+def test_without_usable_ipywidgets_the_frames_still_show(monkeypatch):
+    figure = _make()
+
+    def broken():
+        raise ImportError("No module named 'ipywidgets'")
+
+    monkeypatch.setattr(figure, "widget", broken)
+    with pytest.warns(UserWarning, match="live sliders unavailable .*No module named 'ipywidgets'"):
+        bundle = figure._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" not in bundle
+    assert bundle["text/html"].startswith('<div class="ls-interactive"')
+
+
 def test_figure_is_detached_from_pyplot():
     fig, update = _figure()
     InteractiveFigure(fig, update, [Slider("amplitude", [1, 2]), Slider("phase", [0, 1])], alt="x")
