@@ -1,6 +1,6 @@
 """Train our MultiHeadAttention and PyTorch's on sequence reversal in one run, and compare.
 
-Reference settings (shared/DESIGN.md): 4 heads, d_model 64, seq 10, batch 32, 2000 steps, Adam
+Reference settings (CONTRIBUTING.md, "Reference numbers"): 4 heads, d_model 64, seq 10, batch 32, 2000 steps, Adam
 1e-2, StepLR(400, 0.1); query = reversed input, key = value = input. Both models go through the
 same ``train_attention`` loop, alternately, ``--repeats`` times each (built after seeding, so the
 repeats' losses must agree exactly); steps/s is the best run of each, since load from other

@@ -90,7 +90,7 @@ def test_fully_masked_rows_give_zeros_not_nan():
     assert not output.isnan().any() and not weights.isnan().any()
     assert output[0, 1].abs().max() == 0 and weights[0, 1].abs().max() == 0
     assert output[1].abs().max() == 0
-    # PyTorch 2.13's SDPA also returns zeros for such rows (shared/DESIGN.md)
+    # PyTorch 2.13's SDPA also returns zeros for such rows on CPU (CONTRIBUTING.md, "Empty query rows")
     torch.testing.assert_close(output, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), **TOL)
     output.sum().backward()
     assert not q.grad.isnan().any()
