@@ -3,7 +3,7 @@
 A check runs the learner's function on several cases, compares it with the reference, and
 returns a :class:`CheckResult`: ``bool(result)`` is pass/fail and ``str(result)`` is the
 feedback (shown nicely in a notebook). It never raises because of the learner's code:
-exceptions, wrong types, wrong shapes and NaN are all feedback. With the environment
+exceptions, wrong types, shapes, dtypes and devices, and NaN are all feedback. With the environment
 variable ``LESSONS_SRC_STRICT=1`` a failing check raises ``AssertionError`` carrying the same
 feedback; CI uses that to prove the solutions pass and the exercise stubs fail.
 """
@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import html
 import os
+import re
 import traceback
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
-__all__ = ["CheckResult", "strict_mode", "finish", "call_learner", "not_one_tensor", "NOT_IMPLEMENTED", "close", "same_up_to_nan", "learner_error", "shape_of", "STRICT_ENV"]
+__all__ = ["CheckResult", "strict_mode", "finish", "call_learner", "receive", "error_hint", "is_device_error",
+           "DEVICE_HINT", "not_one_tensor", "NOT_IMPLEMENTED", "close", "same_up_to_nan", "learner_error", "shape_of",
+           "STRICT_ENV"]
 
 STRICT_ENV = "LESSONS_SRC_STRICT"
 
@@ -100,18 +103,90 @@ def learner_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}{where}"
 
 
-
-
 NOT_IMPLEMENTED = "replace `raise NotImplementedError` with your implementation."
+
+# -- devices -----------------------------------------------------------------------------------
+# The checks build their inputs and references on the CPU. In a GPU session (Colab) a learner's
+# own tensors may land on CUDA (`default_device()`, `device="cuda"`): a right answer computed there
+# passes, a tensor with no data (the `meta` device) is feedback, and so is an error from mixing devices.
+
+DEVICE_HINT = (
+    "create every new tensor on the device of the inputs, e.g. `torch.ones(..., device=query.device)`, or move "
+    "it there with `.to(query.device)`, rather than on a fixed device ('cuda', 'meta', `default_device()`): the "
+    "check passes its inputs on the CPU."
+)
+
+# PyTorch's messages ("Expected all tensors to be on the same device", "... is not on the expected
+# device meta!", "Expected a 'cuda' device type for generator", "Cannot copy out of meta tensor")
+# and lessons_src's ("must be on one device", "mask is on cuda:0 but query is on cpu", "query is
+# torch.float32 on meta but the weights are torch.float32 on cpu": two different devices named).
+_DEVICE_ERROR = re.compile(r"same device|one device|expected device|device type|meta tensor"
+                           r"|\bon (?P<a>[a-z]+(:\d+)?) but\b.*\bon (?!(?P=a)\b)[a-z]", re.IGNORECASE)
+
+
+def is_device_error(message: str) -> bool:
+    """Whether an error message is about tensors on different devices (or without data, on ``meta``)."""
+    return _DEVICE_ERROR.search(message) is not None
+
+
+def error_hint(exc: BaseException, hint: str) -> str:
+    """``hint`` for an exception the learner's code raised, or :data:`DEVICE_HINT` when it is about devices."""
+    return DEVICE_HINT if is_device_error(str(exc)) else hint
+
+
+class _Unusable(Exception):
+    """A returned tensor the check cannot judge: its (summary, hint)."""
+
+
+def _to_cpu(value: object) -> object:
+    """``value`` with every tensor (also inside tuples and lists) on the CPU; raises :class:`_Unusable`."""
+    if isinstance(value, Tensor):
+        if value.is_complex():
+            raise _Unusable(f"returned a complex tensor (dtype {value.dtype}), expected real numbers",
+                            "return real tensors: `torch.view_as_real(z)` gives the real and imaginary parts of a "
+                            "complex z, and `z.real` its real part.")
+        if value.device.type == "cpu":
+            return value
+        if value.is_meta:
+            raise _Unusable("returned a tensor on the `meta` device, which has a shape but no values", DEVICE_HINT)
+        try:
+            return value.cpu()
+        except Exception as exc:  # a broken device or an exotic tensor: feedback, not a crash
+            raise _Unusable(f"returned a tensor on device {value.device} that could not be copied to the CPU "
+                            f"({type(exc).__name__}: {exc})",
+                            DEVICE_HINT + " A GPU reports some errors (an index out of range, say) only when a result "
+                            "is read: if the error above is one, run your function on CPU tensors to find its line."
+                            ) from exc
+    if isinstance(value, (tuple, list)):
+        items = [_to_cpu(v) for v in value]
+        if all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        return list(items) if isinstance(value, list) else tuple(items)
+    return value
+
+
+def receive(check: str, where: str, value: object) -> tuple[object, CheckResult | None]:
+    """What the learner's function returned, ready to judge: ``(value, None)``, or ``(None, failure)``.
+
+    Every learner call path goes through it. Tensors on another device than the CPU (a GPU), also
+    inside tuples and lists, come back copied to the CPU, so a right answer passes wherever it was
+    computed. A tensor on the ``meta`` device (no values), one that cannot be copied, or a complex
+    one gives the failure (not finished: the caller may refine it, then calls ``finish``).
+    """
+    try:
+        return _to_cpu(value), None
+    except _Unusable as unusable:
+        summary, hint = unusable.args
+        return None, CheckResult(check, False, f"{where}: {summary}", hint)
 
 
 def call_learner(check: str, where: str, fn: object, *args, **kwargs) -> tuple[object, CheckResult | None]:
     """Call the learner's ``fn(*args, **kwargs)``; return ``(value, None)``, or ``(None, failure)``.
 
     The failure is a finished :class:`CheckResult` (it raises under strict mode) for: ``fn`` not
-    callable, a stub's ``NotImplementedError``, and any other exception, named with the line
-    of the learner's code that raised it. Tensor arguments are cloned so the learner cannot
-    change the check's reference inputs.
+    callable, a stub's ``NotImplementedError``, any other exception, named with the line of the
+    learner's code that raised it, and a value :func:`receive` refuses. Tensor arguments are
+    cloned so the learner cannot change the check's reference inputs.
     """
     if not callable(fn):
         return None, finish(CheckResult(check, False, f"expected a function, got {type(fn).__name__}",
@@ -119,12 +194,14 @@ def call_learner(check: str, where: str, fn: object, *args, **kwargs) -> tuple[o
     args = tuple(a.clone() if isinstance(a, Tensor) else a for a in args)
     kwargs = {k: (v.clone() if isinstance(v, Tensor) else v) for k, v in kwargs.items()}
     try:
-        return fn(*args, **kwargs), None
+        value = fn(*args, **kwargs)
     except NotImplementedError:
         return None, finish(CheckResult(check, False, "not implemented yet", NOT_IMPLEMENTED))
     except Exception as exc:  # the learner's code may raise anything: it is feedback
-        return None, finish(CheckResult(check, False, f"{where}: your function raised {learner_error(exc)}",
-                                        "read the error line above; print the shape of each intermediate tensor."))
+        hint = error_hint(exc, "read the error line above; print the shape of each intermediate tensor.")
+        return None, finish(CheckResult(check, False, f"{where}: your function raised {learner_error(exc)}", hint))
+    value, failure = receive(check, where, value)
+    return value, (None if failure is None else finish(failure))
 
 
 def not_one_tensor(check: str, where: str, result: object, fix: str, tuple_fix: str | None = None) -> CheckResult | None:

@@ -11,7 +11,7 @@ from torch import Tensor
 
 from ..attention import scaled_dot_product_attention
 from ..masks import causal_mask, padding_mask
-from ._result import CheckResult, close, finish, learner_error, same_up_to_nan, shape_of
+from ._result import CheckResult, close, error_hint, finish, learner_error, receive, same_up_to_nan, shape_of
 
 __all__ = ["check_scaled_dot_product_attention"]
 
@@ -151,7 +151,11 @@ def check_scaled_dot_product_attention(fn: Callable[..., object]) -> CheckResult
             hint = ("transpose the last two dims of key: `key.transpose(-2, -1)`, so Q Kᵀ has shape (..., Lq, Lk)."
                     if "mat1 and mat2" in str(exc) or "size of tensor" in str(exc) or "shapes cannot" in str(exc)
                     else "read the error line above; print the shape of each intermediate tensor.")
-            return finish(CheckResult(name, False, f"{where}: your function raised {learner_error(exc)}", hint))
+            return finish(CheckResult(name, False, f"{where}: your function raised {learner_error(exc)}",
+                                      error_hint(exc, hint)))
+        result, failure = receive(name, where, result)
+        if failure is not None:
+            return finish(failure)
 
         if isinstance(result, Tensor):
             return finish(CheckResult(name, False, f"{where}: returned one tensor of shape {shape_of(result)}",

@@ -21,7 +21,7 @@ from torch import Tensor
 from ..device import one_cpu_thread
 from ..masks import broadcast_shape, causal_mask, padding_mask
 from ..multihead import MultiHeadAttention
-from ._result import CheckResult, call_learner, close, finish, learner_error, shape_of
+from ._result import CheckResult, call_learner, close, finish, is_device_error, learner_error, shape_of
 
 __all__ = ["check_decoder_attention"]
 
@@ -368,14 +368,15 @@ class _Raised:
 
 def _guard(fn: Callable[..., object], s: _Setup) -> Callable[..., object]:
     """``fn``, with a ValueError or RuntimeError raised inside one of our modules turned into a value,
-    so the recorded calls can explain it (a wrong mask shape, usually)."""
+    so the recorded calls can explain it (a wrong mask shape, usually). An error about devices (a mask
+    made on the GPU for the modules on the CPU) is left to ``call_learner``, which says so."""
 
     def guarded(*args: object) -> object:
         calls_before = len(s.self_attn.calls) + len(s.cross_attn.calls)
         try:
             return fn(*args)
         except (ValueError, RuntimeError) as exc:
-            if len(s.self_attn.calls) + len(s.cross_attn.calls) > calls_before:
+            if len(s.self_attn.calls) + len(s.cross_attn.calls) > calls_before and not is_device_error(str(exc)):
                 return _Raised(learner_error(exc))
             raise
 

@@ -15,7 +15,17 @@ from torch import Tensor
 
 from ..attention import scaled_dot_product_attention
 from ..masks import causal_mask
-from ._result import NOT_IMPLEMENTED, CheckResult, close, finish, learner_error, not_one_tensor, shape_of
+from ._result import (
+    NOT_IMPLEMENTED,
+    CheckResult,
+    close,
+    error_hint,
+    finish,
+    learner_error,
+    not_one_tensor,
+    receive,
+    shape_of,
+)
 
 __all__ = ["check_expand_kv", "check_attend_with_cache"]
 
@@ -52,7 +62,7 @@ def _call(check: str, where: str, fn: Callable[..., object], *args: object,
                                         f"pass the function itself, without calling it: `{check}(my_function)`."))
     args = tuple(a.clone() if isinstance(a, Tensor) else a for a in args)
     try:
-        return fn(*args), None
+        value = fn(*args)
     except NotImplementedError:
         return None, finish(CheckResult(check, False, "not implemented yet", NOT_IMPLEMENTED))
     except Exception as exc:  # the learner's code may raise anything: it is feedback
@@ -69,7 +79,9 @@ def _call(check: str, where: str, fn: Callable[..., object], *args: object,
                            f"torch.cat raised {learner_error(exc)}")
                 hint = ("the cache is (B, H_kv, T, d) and grows in T, one position per step: "
                         "`torch.cat([key_cache, key_new], dim=2)`.")
-        return None, finish(CheckResult(check, False, summary, hint))
+        return None, finish(CheckResult(check, False, summary, error_hint(exc, hint)))
+    value, failure = receive(check, where, value)
+    return value, (None if failure is None else finish(failure))
 
 
 # -- expand_kv ------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from torch import Tensor
 from ..device import one_cpu_thread
 from ..multihead import MultiHeadAttention
 from ..training import diagonal_mass, train_attention
-from ._result import NOT_IMPLEMENTED, CheckResult, finish, learner_error, shape_of
+from ._result import NOT_IMPLEMENTED, CheckResult, error_hint, finish, is_device_error, learner_error, receive, shape_of
 
 __all__ = ["check_shift_attention"]
 
@@ -151,12 +151,14 @@ def _call(fn: Callable[..., object], label: str, where: str, *args: object, **kw
     whether to raise under strict mode, so strict mode raises with the same feedback.
     """
     try:
-        return fn(*args, **kwargs), None
+        value = fn(*args, **kwargs)
     except NotImplementedError:
         return None, CheckResult(NAME, False, f"{label}: not implemented yet", NOT_IMPLEMENTED)
     except Exception as exc:  # the learner's code may raise anything: it is feedback
         return None, CheckResult(NAME, False, f"{where}: your function raised {learner_error(exc)}",
-                                 "read the error line above; print the shape of each intermediate tensor.")
+                                 error_hint(exc, "read the error line above; print the shape of each intermediate "
+                                            "tensor."))
+    return receive(NAME, where, value)
 
 
 def _call_task(shift_task: Callable[..., object], batch_size: int, seq_len: int, d_model: int, shift: int,
@@ -193,7 +195,8 @@ def _check_task(shift_task: Callable[..., object]) -> CheckResult | None:
         args = (shift_task, batch_size, seq_len, d_model, shift, where)
         batch, failure = _call_task(*args, seed=0)
         if failure is not None:
-            if number > 1 and not 0 <= shift < seq_len and "raised" in failure.summary:
+            if (number > 1 and not 0 <= shift < seq_len and "raised" in failure.summary
+                    and not is_device_error(failure.summary)):
                 failure.hint = ("this case's shift is outside 0..L-1: `x.roll(shift, dims=1)` wraps around for any "
                                 "integer shift (or reduce it first: `shift % seq_len`).")
             return finish(failure)
@@ -356,7 +359,7 @@ def _learner_pattern(expected_pattern: Callable[..., object], seq_len: int, shif
                      ) -> tuple[Tensor | None, CheckResult | None]:
     value, failure = _call(expected_pattern, "expected_pattern", where, seq_len, shift)
     if failure is not None:
-        if not 0 <= shift < seq_len and "raised" in failure.summary:
+        if not 0 <= shift < seq_len and "raised" in failure.summary and not is_device_error(failure.summary):
             failure.hint = ("this case's shift is outside 0..L-1: take the column `(i - shift) % seq_len`, which is "
                             "always a valid index, so that any integer shift wraps around.")
         return None, finish(failure)
@@ -370,9 +373,16 @@ def _train_on(shift_task: Callable[..., object]) -> Tensor:
     """Train a one-head layer on the learner's task; return its (L, L) attention on a fresh batch.
 
     Runs on the CPU, on one thread, with a fixed seed (deterministic); the caller's random states
-    and thread count are restored.
+    and thread count are restored. The task's tensors are brought to the CPU, like every result the
+    checks judge (``receive``), so a task that makes them on the GPU trains too.
     """
-    task = functools.partial(shift_task, shift=TRAIN_SHIFT)
+
+    def task(*args: object, **kwargs: object) -> object:
+        batch, failure = receive(NAME, "training", shift_task(*args, shift=TRAIN_SHIFT, **kwargs))
+        if failure is not None:  # reported by the caller, like any error of the task during training
+            raise ValueError(failure.summary)
+        return batch
+
     states = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
               torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
     # One thread: as fast as two for matrices this small, it cannot stall on a busy machine,
@@ -424,8 +434,8 @@ def check_shift_attention(shift_task: Callable[..., object], expected_pattern: C
         learned = _train_on(shift_task)  # (L, L)
     except Exception as exc:  # the learner's task runs inside the training loop: report, never raise
         return finish(CheckResult(NAME, False, f"training on your shift_task failed: {learner_error(exc)}",
-                                  "your task passed its checks on small batches; make sure it works for any "
-                                  "batch_size, seq_len and d_model, on the device it is given."))
+                                  error_hint(exc, "your task passed its checks on small batches; make sure it works "
+                                             "for any batch_size, seq_len and d_model, on the device it is given.")))
     reference = _reference_pattern(seq_len, TRAIN_SHIFT)
     reference_mass = diagonal_mass(learned, -TRAIN_SHIFT)
     if reference_mass < MIN_MASS or not torch.equal(learned.argmax(-1), reference.argmax(-1)):
