@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run the whole test suite, or some of its stages:
-#   lint       ruff over the package, tests, scripts and benchmarks
+#   lint       ruff over the code; every workflow validated against GitHub's schema and audited by zizmor (offline)
 #   unit       unit and hygiene tests (pytest -m "not site and not dist and not launch and not frontend")
 #   dist       the sdist and wheel built and checked; the wheel installed (not editable) in a fresh venv
 #   notebooks  every notebook as Colab runs it: alone in an empty folder, the package installed by its
