@@ -3,12 +3,16 @@
 Each module holds one concept and names the chapter that teaches it:
 
 - ``attention``: scaled dot-product attention (chapter "Attention from scratch")
-- ``masks``: causal and padding masks, True = may attend (chapter "Masking")
+- ``masks``: causal, padding and sliding-window masks, True = may attend (chapter "Masking")
 - ``multihead``: multi-head attention and PyTorch's mask conventions (chapter "Multi-head attention")
-- ``positional``: sinusoidal and learned positions (chapter "The encoder block")
-- ``encoder``: feed-forward, encoder and decoder blocks (chapters "The encoder block", "Variants")
-- ``variants``: grouped-query, rotary, sliding-window, linear and fused attention, KV cache (chapter "Variants")
 - ``data``, ``training``: toy tasks and a training loop (chapter "Training attention")
+- ``positional``: sinusoidal and learned positions (chapter "The transformer encoder block")
+- ``encoder``: feed-forward, encoder and decoder blocks (chapters "The transformer encoder block"
+  and "Decoder blocks and cross-attention")
+- ``efficient``: linear attention and PyTorch's fused kernels (chapter "Efficient attention")
+- ``gqa``: grouped-query attention and the KV cache (chapter "Grouped-query attention and the KV cache")
+- ``rotary``: rotary position embeddings (chapter "Rotary position embeddings")
+- ``device``: device and seeding helpers, used by every chapter
 - ``plotting``, ``widgets``: heatmaps, and sliders that work live and on the static site
 - ``checks``: exercise checks that name the learner's mistake
 """
@@ -16,22 +20,14 @@ Each module holds one concept and names the chapter that teaches it:
 from .attention import scaled_dot_product_attention
 from .data import reversal_batch, shift_batch
 from .device import default_device, one_cpu_thread, seed_everything
+from .efficient import elu_feature_map, fused_attention, linear_attention
 from .encoder import DecoderBlock, Encoder, EncoderBlock, FeedForward, count_parameters
-from .masks import causal_mask, padding_mask
+from .gqa import CausalSelfAttention, GroupedQueryAttention, KVCache, kv_cache_bytes
+from .masks import causal_mask, padding_mask, sliding_window_mask
 from .multihead import MultiHeadAttention, attn_mask_to_mask, key_padding_mask_to_mask
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, sinusoidal_positional_encoding
+from .rotary import apply_rope, rope_frequencies
 from .training import TrainResult, antidiagonal_mass, diagonal_mass, train_attention
-from .variants import (
-    CausalSelfAttention,
-    GroupedQueryAttention,
-    KVCache,
-    apply_rope,
-    fused_attention,
-    kv_cache_bytes,
-    linear_attention,
-    rope_frequencies,
-    sliding_window_mask,
-)
 
 __version__ = "0.1.0"
 
@@ -60,6 +56,7 @@ __all__ = [
     "rope_frequencies",
     "apply_rope",
     "sliding_window_mask",
+    "elu_feature_map",
     "linear_attention",
     "fused_attention",
     "reversal_batch",

@@ -1,4 +1,7 @@
-"""Scaled dot-product attention, written out. Taught in chapter 1 ("Attention from scratch")."""
+"""Scaled dot-product attention, written out.
+
+Taught in the chapter "Attention from scratch".
+"""
 
 from __future__ import annotations
 
@@ -60,7 +63,7 @@ def scaled_dot_product_attention(
     Shapes: query ``(..., Lq, d_k)``, key ``(..., Lk, d_k)``, value ``(..., Lk, d_v)`` ->
     output ``(..., Lq, d_v)``, weights ``(..., Lq, Lk)``. ``mask`` is boolean, broadcastable
     to ``(..., Lq, Lk)``, True = may attend. A query row that may attend to nothing gets
-    all-zero weights and a zero output (not NaN). Chapter 1 builds this step by step.
+    all-zero weights and a zero output (not NaN). Taught in the chapter "Attention from scratch".
     """
     scores_shape = _check_inputs(query, key, value, "scaled_dot_product_attention")
     if mask is not None:

@@ -1,7 +1,7 @@
 """The transformer block: attention and a feed-forward net, each wrapped in residual + LayerNorm.
 
-``FeedForward``, ``EncoderBlock`` and ``Encoder`` are taught in "The encoder block" chapter;
-``DecoderBlock`` (causal self-attention + cross-attention) in the chapter "Decoder blocks and cross-attention". Each block
+Taught in the chapter "The transformer encoder block" (``FeedForward``, ``EncoderBlock``,
+``Encoder``) and in the chapter "Decoder blocks and cross-attention" (``DecoderBlock``). Each block
 mirrors PyTorch's layer attribute for attribute, and ``from_torch`` copies a PyTorch layer's
 weights so a chapter can check its block against ``nn.TransformerEncoderLayer``.
 Masks are the course's: boolean, **True = may attend**.
@@ -61,7 +61,7 @@ def _check_norms(layer: nn.Module, names: tuple[str, ...], where: str) -> float:
 def count_parameters(module: nn.Module, trainable_only: bool = False) -> int:
     """Number of scalar parameters in ``module`` (only those with ``requires_grad`` if ``trainable_only``).
 
-    Taught in "The encoder block" chapter.
+    Taught in the chapter "The transformer encoder block".
     """
     return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
 
@@ -70,7 +70,7 @@ class FeedForward(nn.Module):
     """Position-wise feed-forward net: ``(B, L, D) -> (B, L, d_ff) -> (B, L, D)``.
 
     ``linear2(dropout(activation(linear1(x))))``, the same at every position; names as in
-    PyTorch's ``TransformerEncoderLayer``. Taught in "The encoder block" chapter.
+    PyTorch's ``TransformerEncoderLayer``. Taught in the chapter "The transformer encoder block".
     """
 
     def __init__(
@@ -93,7 +93,7 @@ class EncoderBlock(nn.Module):
 
     Post-LN (``norm_first=False``, the original paper): ``x = norm(x + sublayer(x))``;
     pre-LN (``norm_first=True``): ``x = x + sublayer(norm(x))``. Shapes ``(B, L, D) -> (B, L, D)``.
-    Taught in "The encoder block" chapter.
+    Taught in the chapter "The transformer encoder block".
     """
 
     def __init__(
@@ -144,7 +144,7 @@ class EncoderBlock(nn.Module):
 
         Reads ``norm_first``, the activation (string, ``F.relu``/``F.gelu`` or module), eps,
         ``d_ff``, dropout and ``bias`` from ``layer``. The copy is always batch first: with a
-        ``batch_first=False`` layer, feed it ``x.transpose(0, 1)``. Taught in "The encoder block" chapter.
+        ``batch_first=False`` layer, feed it ``x.transpose(0, 1)``. Taught in the chapter "The transformer encoder block".
         """
         if not isinstance(layer, nn.TransformerEncoderLayer):
             raise ValueError(
@@ -175,7 +175,7 @@ class Encoder(nn.Module):
 
     Pre-LN blocks leave their output un-normalised, so ``norm_first=True`` adds ``norm``;
     post-LN blocks end in a LayerNorm already (``norm`` is None). ``(B, L, D) -> (B, L, D)``.
-    Taught in "The encoder block" chapter.
+    Taught in the chapter "The transformer encoder block".
     """
 
     def __init__(
@@ -212,7 +212,7 @@ class Encoder(nn.Module):
         """An :class:`Encoder` with the weights of a PyTorch ``nn.TransformerEncoder``.
 
         Each layer goes through :meth:`EncoderBlock.from_torch`; ``norm`` copies ``enc.norm``
-        (a LayerNorm or None, whatever ``norm_first`` is). Taught in "The encoder block" chapter.
+        (a LayerNorm or None, whatever ``norm_first`` is). Taught in the chapter "The transformer encoder block".
         """
         if not isinstance(enc, nn.TransformerEncoder):
             raise ValueError(f"Encoder.from_torch: expected nn.TransformerEncoder, got {type(enc).__name__}")

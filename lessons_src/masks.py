@@ -1,7 +1,7 @@
 """Boolean attention masks. Convention: **True means "may attend"**, as in
 ``torch.nn.functional.scaled_dot_product_attention``'s ``attn_mask``.
 
-Taught in chapter 1 ("Attention from scratch") and the masking chapter.
+Taught in the chapter "Masking"; ``sliding_window_mask`` in the chapter "Efficient attention".
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["causal_mask", "padding_mask", "check_mask", "broadcast_shape"]
+__all__ = ["causal_mask", "padding_mask", "sliding_window_mask", "check_mask", "broadcast_shape"]
 
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -35,8 +35,16 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
     return tuple(result)
 
 
+def _check_positive_int(value: object, name: str, where: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{where}: {name} must be a positive int, got {value!r}")
+
+
 def causal_mask(seq_len: int, device: torch.device | str | None = None) -> Tensor:
-    """Causal mask: bool ``(L, L)``, True on and below the diagonal (position t sees 0..t)."""
+    """Causal mask: bool ``(L, L)``, True on and below the diagonal (position t sees 0..t).
+
+    Taught in the chapter "Masking".
+    """
     if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
         raise ValueError(f"causal_mask: seq_len must be a positive int, got {seq_len!r}")
     return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()  # (L, L)
@@ -47,6 +55,7 @@ def padding_mask(lengths: Sequence[int] | Tensor, max_len: int | None = None) ->
 
     ``L`` is ``max_len``, or the longest length when ``max_len`` is None. To mask *keys*
     in attention scores ``(B, Lq, Lk)``, use ``padding_mask(lengths)[:, None, :]``.
+    Taught in the chapter "Masking".
     """
     if isinstance(lengths, Tensor):
         if lengths.dtype.is_floating_point or lengths.dtype == torch.bool or lengths.dim() != 1:
@@ -91,3 +100,22 @@ def check_mask(mask: Tensor, scores_shape: torch.Size | tuple[int, ...], where: 
             f"{where}: mask of shape {tuple(mask.shape)} does not broadcast to the scores' "
             f"shape {tuple(scores_shape)} = (..., Lq, Lk)"
         )
+
+
+def sliding_window_mask(
+    seq_len: int, window: int, causal: bool = True, device: torch.device | str | None = None
+) -> Tensor:
+    """Banded mask: bool ``(L, L)``, True where query i may attend to key j.
+
+    Causal (default): ``i - window < j <= i``, so each query sees ``window`` keys ending at
+    itself (fewer at the start). Not causal: ``|i - j| < window``, so up to ``2*window - 1``
+    keys centred on i. ``window >= seq_len`` (causal) gives ``causal_mask(seq_len)``. Combine
+    with other masks by ``&``. Taught in the chapter "Efficient attention".
+    """
+    _check_positive_int(seq_len, "seq_len", "sliding_window_mask")
+    _check_positive_int(window, "window", "sliding_window_mask")
+    positions = torch.arange(seq_len, device=device)  # (L,)
+    offset = positions[:, None] - positions[None, :]  # (L, L): i - j
+    if causal:
+        return (offset >= 0) & (offset < window)  # (L, L)
+    return offset.abs() < window  # (L, L)

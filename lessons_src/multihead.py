@@ -1,6 +1,6 @@
 """Multi-head attention: H scaled dot-product attentions side by side, on learned projections.
 
-Taught in the "Multi-head attention" chapter. Masks follow the course convention of
+Taught in the chapter "Multi-head attention". Masks follow the course convention of
 :mod:`lessons_src.masks`: boolean, **True = may attend**. PyTorch's ``nn.MultiheadAttention``
 uses the opposite convention for boolean masks (True = ignore); the two converters below
 translate, and :meth:`MultiHeadAttention.from_torch` copies PyTorch's weights.
@@ -34,8 +34,8 @@ class MultiHeadAttention(nn.Module):
     """Multi-head attention, batch first: ``(B, Lq, D), (B, Lk, D), (B, Lk, D) -> (B, Lq, D)``.
 
     Each of the ``num_heads`` heads attends in its own ``head_dim = d_model // num_heads``
-    subspace; their outputs are concatenated and mixed by ``w_o``. Taught in the
-    "Multi-head attention" chapter.
+    subspace; their outputs are concatenated and mixed by ``w_o``. Taught in the chapter
+    "Multi-head attention".
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
@@ -138,7 +138,7 @@ class MultiHeadAttention(nn.Module):
         their biases); ``m.out_proj`` is ``w_o``. Weights do not depend on ``m.batch_first``,
         but the copy is always batch first: feed it ``(B, L, D)``. Refuses (ValueError) what it
         cannot represent: ``kdim``/``vdim`` != ``embed_dim``, ``add_bias_kv``,
-        ``add_zero_attn``. Taught in the "Multi-head attention" chapter.
+        ``add_zero_attn``. Taught in the chapter "Multi-head attention".
         """
         if not isinstance(m, nn.MultiheadAttention):
             raise ValueError(f"from_torch: expected nn.MultiheadAttention, got {type(m).__name__}")
@@ -178,7 +178,7 @@ class MultiHeadAttention(nn.Module):
 def key_padding_mask_to_mask(key_padding_mask: Tensor) -> Tensor:
     """PyTorch's ``key_padding_mask`` ``(B, Lk)``, True = ignore -> ours ``(B, 1, 1, Lk)``, True = may attend.
 
-    Taught in the "Multi-head attention" chapter.
+    Taught in the chapter "Multi-head attention".
     """
     if not isinstance(key_padding_mask, Tensor) or key_padding_mask.dtype != torch.bool:
         got = key_padding_mask.dtype if isinstance(key_padding_mask, Tensor) else type(key_padding_mask).__name__
@@ -197,7 +197,7 @@ def attn_mask_to_mask(attn_mask: Tensor, num_heads: int | None = None) -> Tensor
 
     ``(Lq, Lk)`` -> ``(Lq, Lk)``; ``(B * H, Lq, Lk)`` (row ``b * H + h``, as PyTorch orders
     it) -> ``(B, H, Lq, Lk)``, which needs ``num_heads``. Float (additive) masks are refused.
-    Taught in the "Multi-head attention" chapter.
+    Taught in the chapter "Multi-head attention".
     """
     if not isinstance(attn_mask, Tensor) or attn_mask.dtype != torch.bool:
         got = attn_mask.dtype if isinstance(attn_mask, Tensor) else type(attn_mask).__name__

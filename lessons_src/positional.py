@@ -2,7 +2,7 @@
 
 Attention by itself is permutation-equivariant; adding a position-dependent vector to each
 token's embedding is what lets it tell "dog bites man" from "man bites dog".
-Taught in "The encoder block" chapter.
+Taught in the chapter "The transformer encoder block".
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def sinusoidal_positional_encoding(
     Pair i (columns 2i, 2i+1) is a rotation at frequency 1 / 10000^(2i/d_model), so
     PE[pos + k] is a fixed linear function of PE[pos]. An odd ``d_model`` is accepted: the
     last column is the sine of one more frequency, whose cosine partner is dropped.
-    ``dtype`` defaults to ``torch.get_default_dtype()``. Taught in "The encoder block" chapter.
+    ``dtype`` defaults to ``torch.get_default_dtype()``. Taught in the chapter "The transformer encoder block".
     """
     _check_positive_int("sinusoidal_positional_encoding", "max_len", max_len)
     _check_positive_int("sinusoidal_positional_encoding", "d_model", d_model)
@@ -72,7 +72,7 @@ class SinusoidalPositionalEncoding(nn.Module):
     """Adds the fixed sinusoidal table: ``x (B, L, D) -> x + PE[:L]``, ``L <= max_len``.
 
     The table is a non-persistent buffer: it follows ``.to(device)`` but is not saved in
-    the state dict (it is recomputed from ``max_len, d_model``). Taught in "The encoder block" chapter.
+    the state dict (it is recomputed from ``max_len, d_model``). Taught in the chapter "The transformer encoder block".
     """
 
     pe: Tensor
@@ -94,7 +94,7 @@ class LearnedPositionalEmbedding(nn.Module):
     """Adds a learned vector per position (as in BERT and GPT-2): ``x (B, L, D) -> x + E[:L]``.
 
     ``embedding`` is an ``nn.Embedding(max_len, d_model)``; positions past ``max_len`` have no
-    vector, so a longer input raises ValueError. Taught in "The encoder block" chapter.
+    vector, so a longer input raises ValueError. Taught in the chapter "The transformer encoder block".
     """
 
     def __init__(self, max_len: int, d_model: int) -> None:

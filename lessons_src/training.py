@@ -41,7 +41,7 @@ class TrainResult:
     ``losses`` has one entry per step: the MSE of that step's fresh batch, before its update.
     ``snapshots`` holds ``(step, weights)`` with weights ``(H, L, L)`` on the CPU: the attention
     of the batch seen at that step, averaged over the batch. ``final_loss`` is the last step's
-    loss (one batch: noisy, see the chapter). ``model`` is the trained module.
+    loss (one batch: noisy, see the chapter "Training attention"). ``model`` is the trained module.
     """
 
     losses: list[float]
@@ -171,7 +171,8 @@ def diagonal_mass(weights: Tensor, offset: int = 0) -> float:
     """Mean weight on the cyclic diagonal ``j = (i + offset) mod L`` of ``weights (..., L, L)``.
 
     Averaged over queries i and every leading (batch, head) dim; 1.0 means every query puts all
-    its weight there. The shift task's ideal is ``offset = -shift``. Chapter "Training attention".
+    its weight there. The shift task's ideal is ``offset = -shift``. Taught in the chapter
+    "Training attention".
     """
     weights = _check_square(weights, "diagonal_mass")
     seq_len = weights.size(-1)
@@ -184,7 +185,7 @@ def antidiagonal_mass(weights: Tensor) -> float:
     """Mean weight on the anti-diagonal ``j = L-1-i`` of ``weights (..., L, L)``.
 
     Averaged over queries and every leading (batch, head) dim; the reversal task's ideal is 1.0.
-    Chapter "Training attention".
+    Taught in the chapter "Training attention".
     """
     weights = _check_square(weights, "antidiagonal_mass")
     return weights.flip(-1).diagonal(dim1=-2, dim2=-1).mean().item()
@@ -195,7 +196,7 @@ class TorchMultiheadAttention(nn.Module):
 
     ``forward(query, key, value, mask=None)`` -> output ``(B, Lq, D)``, weights ``(B, H, Lq, Lk)``.
     Our mask says True = may attend; PyTorch's ``attn_mask`` says True = ignore, so it is
-    inverted here. Chapter "Training attention" uses it as the reference.
+    inverted here. Taught in the chapter "Training attention", which uses it as the reference.
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True) -> None:

@@ -1,8 +1,11 @@
+import math
+
 import pytest
 import torch
+from torch.testing import assert_close
 
-from lessons_src import causal_mask, padding_mask
-from lessons_src.masks import check_mask
+from lessons_src import causal_mask, padding_mask, scaled_dot_product_attention
+from lessons_src.masks import check_mask, sliding_window_mask
 
 
 @pytest.mark.parametrize("seq_len", [1, 2, 5, 9])
@@ -87,3 +90,45 @@ def test_broadcast_shape_refuses_what_torch_refuses(shapes):
         torch.broadcast_shapes(*shapes)
     assert broadcast_shape(*shapes) is None
 
+
+@pytest.mark.parametrize("seq_len", [1, 5, 9])
+@pytest.mark.parametrize("window", [1, 2, 3, 12])
+@pytest.mark.parametrize("causal", [True, False])
+def test_sliding_window_mask_matches_brute_force(seq_len, window, causal):
+    expected = torch.zeros(seq_len, seq_len, dtype=torch.bool)
+    for i in range(seq_len):
+        for j in range(seq_len):
+            expected[i, j] = (i - window < j <= i) if causal else abs(i - j) < window
+    got = sliding_window_mask(seq_len, window, causal=causal)
+    assert got.dtype == torch.bool and got.shape == (seq_len, seq_len)
+    assert torch.equal(got, expected)
+
+
+def test_sliding_window_mask_edge_cases():
+    assert torch.equal(sliding_window_mask(6, 6), causal_mask(6))  # window covers the prefix
+    assert torch.equal(sliding_window_mask(6, 1), torch.eye(6, dtype=torch.bool))  # only itself
+    assert sliding_window_mask(6, 2).sum(dim=-1).tolist() == [1, 2, 2, 2, 2, 2]
+    assert sliding_window_mask(6, 2, causal=False).sum(dim=-1).tolist() == [2, 3, 3, 3, 3, 2]
+
+
+def test_sliding_window_mask_errors():
+    with pytest.raises(ValueError, match=r"window must be a positive int, got 0"):
+        sliding_window_mask(5, 0)
+    with pytest.raises(ValueError, match=r"seq_len must be a positive int, got -1"):
+        sliding_window_mask(-1, 2)
+
+
+def test_sliding_window_mask_in_attention_limits_what_each_query_sees():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 7, 4) for _ in range(3))
+    _, weights = scaled_dot_product_attention(q, k, v, mask=sliding_window_mask(7, 3))
+    band = sliding_window_mask(7, 3)
+    assert torch.all(weights[:, ~band] == 0)
+    assert_close(weights.sum(-1), torch.ones(2, 7), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_sliding_window_mask_on_cuda():
+    device = torch.device("cuda")
+    assert math.isclose(float(sliding_window_mask(8, 3, device=device).sum()), 3 * 8 - 3)

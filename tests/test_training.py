@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from lessons_src.data import shift_batch
+from lessons_src.gqa import GroupedQueryAttention
 from lessons_src.training import (
     TorchMultiheadAttention,
     TrainResult,
@@ -16,7 +17,6 @@ from lessons_src.training import (
     diagonal_mass,
     train_attention,
 )
-from lessons_src.variants import GroupedQueryAttention
 
 SMALL = {"steps": 150, "batch_size": 16, "seq_len": 6, "d_model": 16, "step_size": 100, "progress": False}
 

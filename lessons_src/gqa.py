@@ -1,0 +1,213 @@
+"""Grouped-query attention and the KV cache: fewer key/value heads, cached while decoding.
+
+Taught in the chapter "Grouped-query attention and the KV cache".
+
+* ``GroupedQueryAttention``: several query heads share one key/value head (Ainslie et al. 2023);
+  ``num_kv_heads=1`` is multi-query attention (Shazeer 2019), ``num_kv_heads=num_heads`` is
+  multi-head attention.
+* ``KVCache``, ``CausalSelfAttention``, ``kv_cache_bytes``: incremental decoding.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from .attention import scaled_dot_product_attention
+from .masks import check_mask
+
+__all__ = ["GroupedQueryAttention", "KVCache", "CausalSelfAttention", "kv_cache_bytes"]
+
+
+def _check_positive_int(value: object, name: str, where: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{where}: {name} must be a positive int, got {value!r}")
+
+
+
+class KVCache:
+    """Keys and values of the tokens seen so far, ``(B, H_kv, T, d_k)``, for one attention layer.
+
+    ``append`` concatenates along T and returns everything cached. Real servers preallocate (or
+    page) this memory; concatenation keeps the idea visible. Use one cache per layer.
+    Taught in the chapter "Grouped-query attention and the KV cache".
+    """
+
+    def __init__(self) -> None:
+        self.key: Tensor | None = None
+        self.value: Tensor | None = None
+
+    @property
+    def seq_len(self) -> int:
+        """Number of cached positions T."""
+        return 0 if self.key is None else self.key.size(2)
+
+    def append(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """Add ``(B, H_kv, T_new, d_k)`` keys and values; return all ``(B, H_kv, T, d_k)`` so far."""
+        if key.dim() != 4 or value.dim() != 4 or key.shape[:3] != value.shape[:3]:
+            raise ValueError(
+                "KVCache.append: key and value must be (B, H_kv, T_new, d_k) with matching "
+                f"(B, H_kv, T_new), got key {tuple(key.shape)} and value {tuple(value.shape)}"
+            )
+        if self.key is None or self.value is None:
+            self.key, self.value = key, value
+        else:
+            if key.shape[:2] != self.key.shape[:2] or key.size(3) != self.key.size(3):
+                raise ValueError(
+                    f"KVCache.append: new key {tuple(key.shape)} does not continue the cached "
+                    f"key {tuple(self.key.shape)} (B, H_kv and d_k must match)"
+                )
+            self.key = torch.cat([self.key, key], dim=2)  # (B, H_kv, T, d_k)
+            self.value = torch.cat([self.value, value], dim=2)  # (B, H_kv, T, d_v)
+        return self.key, self.value
+
+    def reset(self) -> None:
+        """Forget every cached position (start a new sequence)."""
+        self.key = None
+        self.value = None
+
+
+def kv_cache_bytes(
+    batch: int,
+    seq_len: int,
+    num_layers: int,
+    num_kv_heads: int,
+    head_dim: int,
+    dtype: torch.dtype = torch.float16,
+) -> int:
+    """Bytes a KV cache holds: 2 (K and V) · layers · B · H_kv · T · d_k · bytes per element.
+
+    Grouped-query attention shrinks it by ``num_heads / num_kv_heads``.
+    Taught in the chapter "Grouped-query attention and the KV cache".
+    """
+    for name, v in (
+        ("batch", batch),
+        ("seq_len", seq_len),
+        ("num_layers", num_layers),
+        ("num_kv_heads", num_kv_heads),
+        ("head_dim", head_dim),
+    ):
+        _check_positive_int(v, name, "kv_cache_bytes")
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"kv_cache_bytes: dtype must be a torch.dtype, got {dtype!r}")
+    return 2 * num_layers * batch * num_kv_heads * seq_len * head_dim * dtype.itemsize
+
+
+class GroupedQueryAttention(nn.Module):
+    """Multi-head attention whose ``num_heads`` query heads share ``num_kv_heads`` key/value heads.
+
+    Query heads ``g*r .. g*r + r - 1`` (``r = num_heads // num_kv_heads``) use key/value head g,
+    the grouping of ``F.scaled_dot_product_attention(..., enable_gqa=True)``.
+    Taught in the chapter "Grouped-query attention and the KV cache".
+    """
+
+    def __init__(self, d_model: int, num_heads: int, num_kv_heads: int, bias: bool = True) -> None:
+        super().__init__()
+        for name, v in (("d_model", d_model), ("num_heads", num_heads), ("num_kv_heads", num_kv_heads)):
+            _check_positive_int(v, name, "GroupedQueryAttention")
+        if d_model % num_heads != 0:
+            raise ValueError(
+                f"GroupedQueryAttention: d_model={d_model} is not divisible by num_heads={num_heads}"
+            )
+        if num_heads % num_kv_heads != 0:
+            raise ValueError(
+                f"GroupedQueryAttention: num_heads={num_heads} is not divisible by "
+                f"num_kv_heads={num_kv_heads}"
+            )
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = d_model // num_heads
+        self.w_q = nn.Linear(d_model, d_model, bias=bias)
+        # The one change from multi-head attention: K and V have only num_kv_heads heads.
+        self.w_k = nn.Linear(d_model, num_kv_heads * self.head_dim, bias=bias)
+        self.w_v = nn.Linear(d_model, num_kv_heads * self.head_dim, bias=bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | None = None,
+        kv_cache: KVCache | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """Attend; return output ``(B, Lq, D)`` and weights ``(B, num_heads, Lq, Lk)``.
+
+        query ``(B, Lq, D)``, key and value ``(B, Lk, D)``. ``mask`` is bool (True = may
+        attend), broadcastable to ``(B, H, Lq, Lk)``: ``(Lq, Lk)``, ``(B, 1, 1, Lk)`` or
+        ``(B, 1 or H, Lq, Lk)``; 3-D masks are refused as ambiguous. With ``kv_cache``, the
+        new keys/values are appended to it first and Lk counts every cached position.
+        """
+        self._check_shapes(query, key, value)
+        batch, len_q, _ = query.shape
+        len_k = key.size(1)
+        if mask is not None:  # checked before the cache grows, so a bad call leaves it unchanged
+            total = len_k + (0 if kv_cache is None else kv_cache.seq_len)
+            self._check_mask(mask, (batch, self.num_heads, len_q, total))
+        q = self.w_q(query).view(batch, len_q, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, Lq, d_k)
+        k = self.w_k(key).view(batch, len_k, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, H_kv, Lk, d_k)
+        v = self.w_v(value).view(batch, len_k, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, H_kv, Lk, d_k)
+        if kv_cache is not None:
+            k, v = kv_cache.append(k, v)  # (B, H_kv, T, d_k): the cache stores the small K/V
+        group = self.num_heads // self.num_kv_heads
+        k = k.repeat_interleave(group, dim=1)  # (B, H, T, d_k)
+        v = v.repeat_interleave(group, dim=1)  # (B, H, T, d_k)
+        out, weights = scaled_dot_product_attention(q, k, v, mask=mask)  # (B, H, Lq, d_k), (B, H, Lq, T)
+        out = out.transpose(1, 2).reshape(batch, len_q, self.d_model)  # (B, Lq, D)
+        return self.w_o(out), weights
+
+    @staticmethod
+    def _check_mask(mask: Tensor, scores_shape: tuple[int, int, int, int]) -> None:
+        if isinstance(mask, Tensor) and mask.dim() == 3:
+            # (B, Lq, Lk) would broadcast against (H, Lq, Lk) and, when B == H, silently mask
+            # the wrong rows: the same rule as MultiHeadAttention.
+            raise ValueError(
+                f"GroupedQueryAttention: a 3-D mask of shape {tuple(mask.shape)} is ambiguous; use "
+                "(Lq, Lk), (B, 1, 1, Lk) or (B, 1, Lq, Lk) (e.g. mask[:, None] for a (B, Lq, Lk) mask)"
+            )
+        check_mask(mask, scores_shape, "GroupedQueryAttention")
+
+    def _check_shapes(self, query: Tensor, key: Tensor, value: Tensor) -> None:
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            if not isinstance(t, Tensor) or t.dim() != 3 or t.size(-1) != self.d_model:
+                shape = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
+                raise ValueError(
+                    f"GroupedQueryAttention: {name} must be (B, L, d_model={self.d_model}), got {shape}"
+                )
+        if not (query.size(0) == key.size(0) == value.size(0)) or key.size(1) != value.size(1):
+            raise ValueError(
+                "GroupedQueryAttention: query, key and value must share B, and key and value L; got "
+                f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
+            )
+
+
+class CausalSelfAttention(nn.Module):
+    """Causal self-attention that can run one token at a time against a ``KVCache``.
+
+    ``forward(x)`` on a whole sequence and ``forward(x_t, cache)`` token by token give the same
+    outputs. ``num_kv_heads`` defaults to ``num_heads`` (plain multi-head).
+    Taught in the chapter "Grouped-query attention and the KV cache".
+    """
+
+    def __init__(self, d_model: int, num_heads: int, num_kv_heads: int | None = None, bias: bool = True) -> None:
+        super().__init__()
+        self.attention = GroupedQueryAttention(
+            d_model, num_heads, num_heads if num_kv_heads is None else num_kv_heads, bias=bias
+        )
+
+    def forward(self, x: Tensor, kv_cache: KVCache | None = None) -> tuple[Tensor, Tensor]:
+        """x ``(B, L_new, D)`` -> output ``(B, L_new, D)``, weights ``(B, H, L_new, T)``.
+
+        The new tokens sit at positions ``past .. past + L_new - 1`` (``past = kv_cache.seq_len``);
+        token ``past + i`` sees keys ``0 .. past + i``.
+        """
+        if not isinstance(x, Tensor) or x.dim() != 3:
+            raise ValueError(f"CausalSelfAttention: x must be (B, L, D), got {getattr(x, 'shape', x)!r}")
+        past = 0 if kv_cache is None else kv_cache.seq_len
+        len_new = x.size(1)
+        # Bottom-right aligned: the last query lines up with the last key. (PyTorch's
+        # is_causal=True aligns top-left, which is wrong for a decoding step.)
+        mask = torch.ones(len_new, past + len_new, dtype=torch.bool, device=x.device).tril(diagonal=past)  # (L_new, T)
+        return self.attention(x, x, x, mask=mask, kv_cache=kv_cache)
+
