@@ -14,6 +14,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from . import _validate as check
+
 __all__ = ["reversal_batch", "shift_batch"]
 
 
@@ -25,9 +27,8 @@ def _random_inputs(
     device: torch.device | str | None,
     where: str,
 ) -> Tensor:
-    for name, v in (("batch_size", batch_size), ("seq_len", seq_len), ("d_model", d_model)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{where}: {name} must be a positive int, got {v!r}")
+    for name, n in (("batch_size", batch_size), ("seq_len", seq_len), ("d_model", d_model)):
+        check.positive_int(n, name, where)
     if device is None:
         device = generator.device if generator is not None else torch.device("cpu")
     device = torch.device(device)

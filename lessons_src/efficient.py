@@ -17,8 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .attention import _check_inputs
-from .masks import check_mask
+from . import _validate as check
 
 __all__ = ["elu_feature_map", "linear_attention", "fused_attention"]
 
@@ -47,7 +46,7 @@ def linear_attention(
     j ≤ i with cumulative sums, which hold an ``(..., L, d_k, d_v)`` tensor; fused kernels
     chunk this instead. Taught in the chapter "Efficient attention".
     """
-    _check_inputs(query, key, value, "linear_attention")
+    check.attention_inputs(query, key, value, "linear_attention")
     if causal and query.size(-2) != key.size(-2):
         raise ValueError(
             f"linear_attention: causal=True needs Lq == Lk, got Lq={query.size(-2)} and Lk={key.size(-2)}"
@@ -79,12 +78,10 @@ def fused_attention(
     bottom-right aligned (the last query sees every key), unlike PyTorch's ``is_causal``
     when Lq != Lk. Taught in the chapter "Efficient attention".
     """
-    scores_shape = _check_inputs(query, key, value, "fused_attention")
-    len_q, len_k = query.size(-2), key.size(-2)
+    scores_shape = check.attention_inputs(query, key, value, "fused_attention")
     if mask is not None:
-        check_mask(mask, scores_shape, "fused_attention")
-        if mask.device != query.device:
-            raise ValueError(f"fused_attention: mask is on {mask.device} but query is on {query.device}")
+        check.mask(mask, scores_shape, query.device, "fused_attention")
+    len_q, len_k = query.size(-2), key.size(-2)
     if causal and (mask is not None or len_q != len_k):
         # PyTorch's is_causal=True is top-left aligned; build the bottom-right mask ourselves.
         causal_part = torch.ones(len_q, len_k, dtype=torch.bool, device=query.device).tril(len_k - len_q)  # (Lq, Lk)

@@ -14,8 +14,9 @@ from collections.abc import Callable
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from . import _validate as check
 from .masks import causal_mask
-from .multihead import MultiHeadAttention, _check_mask
+from .multihead import MultiHeadAttention
 
 __all__ = ["FeedForward", "EncoderBlock", "Encoder", "DecoderBlock", "count_parameters"]
 
@@ -40,22 +41,20 @@ def _activation_name(activation: str | Callable[[Tensor], Tensor], where: str) -
     raise ValueError(f"{where}: activation must be relu or (exact) gelu, got {activation!r}")
 
 
-def _check_x(x: Tensor, d_model: int, where: str, name: str = "x") -> None:
-    if not isinstance(x, Tensor) or x.dim() != 3:
-        shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-        raise ValueError(f"{where}: {name} must be a 3-D tensor (B, L, d_model), got {shape}")
-    if x.size(-1) != d_model:
-        raise ValueError(
-            f"{where}: {name}'s last dim is {x.size(-1)} but d_model={d_model} ({name} shape {tuple(x.shape)})"
-        )
-
-
 def _check_norms(layer: nn.Module, names: tuple[str, ...], where: str) -> float:
     """Return the LayerNorms' shared eps, refusing layers whose norms disagree."""
     eps = {getattr(layer, n).eps for n in names}
     if len(eps) != 1:
         raise ValueError(f"{where}: the layer's norms have different eps values {sorted(eps)}")
     return eps.pop()
+
+
+def _check_block_input(x: Tensor, mask: Tensor | None, attention: MultiHeadAttention, where: str) -> None:
+    """x ``(B, L, D)`` for a stack of self-attention blocks, and a mask for its ``(B, H, L, L)`` scores."""
+    check.sequence(x, "x", attention.d_model, where, weight=attention.w_q.weight)
+    if mask is not None:
+        B, L, _ = x.shape
+        check.mask(mask, (B, attention.num_heads, L, L), x.device, where, per_sequence=True)
 
 
 def count_parameters(module: nn.Module, trainable_only: bool = False) -> int:
@@ -118,18 +117,21 @@ class EncoderBlock(nn.Module):
         self.dropout2 = nn.Dropout(dropout)
 
     def _sa(self, x: Tensor, mask: Tensor | None) -> Tensor:
-        return self.dropout1(self.self_attn(x, x, x, mask)[0])  # (B, L, D)
+        return self.dropout1(self.self_attn(x, x, x, mask, check_inputs=False)[0])  # (B, L, D)
 
     def _ff(self, x: Tensor) -> Tensor:
         return self.dropout2(self.ff(x))  # (B, L, D)
 
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, mask: Tensor | None = None, check_inputs: bool = True) -> Tensor:
         """``(B, L, D) -> (B, L, D)``.
 
-        ``mask`` is boolean, True = may attend, broadcastable to ``(B, H, L, L)``; for padding
-        use ``padding_mask(lengths)[:, None, None, :]`` ``(B, 1, 1, L)``.
+        ``mask`` is boolean, True = may attend, read as by :class:`MultiHeadAttention`: ``(L, L)``,
+        ``(B, L, L)`` (one per sequence), or anything broadcastable to ``(B, H, L, L)``, e.g.
+        padding ``padding_mask(lengths)[:, None, None, :]`` ``(B, 1, 1, L)``. The block checks
+        ``x`` and ``mask`` here, once (``check_inputs=False`` skips that, for a stack that has).
         """
-        _check_x(x, self.d_model, "EncoderBlock")
+        if check_inputs:
+            _check_block_input(x, mask, self.self_attn, "EncoderBlock")
         if self.norm_first:
             x = x + self._sa(self.norm1(x), mask)
             x = x + self._ff(self.norm2(x))
@@ -191,8 +193,7 @@ class Encoder(nn.Module):
         bias: bool = True,
     ) -> None:
         super().__init__()
-        if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
-            raise ValueError(f"Encoder: num_layers must be a positive int, got {num_layers!r}")
+        check.positive_int(num_layers, "num_layers", "Encoder")
         self.layers = nn.ModuleList(
             EncoderBlock(d_model, num_heads, d_ff, dropout, norm_first, activation, layer_norm_eps, bias)
             for _ in range(num_layers)
@@ -201,8 +202,9 @@ class Encoder(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         """``(B, L, D) -> (B, L, D)``; ``mask`` as in :meth:`EncoderBlock.forward` (True = may attend)."""
+        _check_block_input(x, mask, self.layers[0].self_attn, "Encoder")
         for layer in self.layers:
-            x = layer(x, mask)  # (B, L, D)
+            x = layer(x, mask, check_inputs=False)  # (B, L, D): checked once, above
         if self.norm is not None:
             x = self.norm(x)
         return x
@@ -274,10 +276,10 @@ class DecoderBlock(nn.Module):
         self.dropout3 = nn.Dropout(dropout)
 
     def _sa(self, x: Tensor, mask: Tensor) -> Tensor:
-        return self.dropout1(self.self_attn(x, x, x, mask)[0])  # (B, L, D)
+        return self.dropout1(self.self_attn(x, x, x, mask, check_inputs=False)[0])  # (B, L, D)
 
     def _ca(self, x: Tensor, memory: Tensor, mask: Tensor | None) -> Tensor:
-        return self.dropout2(self.cross_attn(x, memory, memory, mask)[0])  # (B, L, D)
+        return self.dropout2(self.cross_attn(x, memory, memory, mask, check_inputs=False)[0])  # (B, L, D)
 
     def _ff(self, x: Tensor) -> Tensor:
         return self.dropout3(self.ff(x))  # (B, L, D)
@@ -287,21 +289,24 @@ class DecoderBlock(nn.Module):
     ) -> Tensor:
         """``x (B, L, D), memory (B, Lm, D) -> (B, L, D)``; position t sees x[:t+1] and all of memory.
 
-        The causal mask is applied here; ``self_mask`` (broadcastable to ``(B, H, L, L)``, e.g.
-        target padding ``(B, 1, 1, L)``) is AND-ed with it. ``memory_mask`` is broadcastable to
-        ``(B, H, L, Lm)``, e.g. source padding ``(B, 1, 1, Lm)``. True = may attend.
+        The causal mask is applied here; ``self_mask`` (e.g. target padding ``(B, 1, 1, L)``) is
+        AND-ed with it. ``memory_mask`` masks the memory, e.g. source padding ``(B, 1, 1, Lm)``.
+        Both are boolean, True = may attend, and read as by :class:`MultiHeadAttention` (a 3-D
+        mask is one per sequence); the block checks every input here, once.
         """
         where = "DecoderBlock"
-        _check_x(x, self.d_model, where)
-        _check_x(memory, self.d_model, where, name="memory")
+        check.sequence(x, "x", self.d_model, where, weight=self.self_attn.w_q.weight)
+        check.sequence(memory, "memory", self.d_model, where, weight=self.self_attn.w_q.weight)
+        check.same_batch(where, x=x, memory=memory)
         B, L, _ = x.shape
-        if memory.size(0) != B:
-            raise ValueError(f"{where}: x has batch size B={B} but memory has {memory.size(0)}")
+        Lm = memory.size(1)
+        for name, m, Lk in (("self_mask", self_mask, L), ("memory_mask", memory_mask, Lm)):
+            if m is not None:
+                check.mask(m, (B, self.num_heads, L, Lk), x.device, where, name=name, per_sequence=True)
         mask = causal_mask(L, device=x.device)  # (L, L)
         if self_mask is not None:
-            _check_mask(self_mask, (B, self.num_heads, L, L), f"{where} self_mask")
-            if self_mask.device != x.device:
-                raise ValueError(f"{where}: self_mask is on {self_mask.device} but x is on {x.device}")
+            if self_mask.dim() == 3:
+                self_mask = self_mask[:, None]  # (B, 1, L, L): one mask per sequence
             mask = mask & self_mask  # broadcast, at most (B, H, L, L)
 
         if self.norm_first:

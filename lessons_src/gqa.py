@@ -13,16 +13,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from . import _validate as check
 from .attention import scaled_dot_product_attention
-from .masks import check_mask
 
 __all__ = ["GroupedQueryAttention", "KVCache", "CausalSelfAttention", "kv_cache_bytes"]
-
-
-def _check_positive_int(value: object, name: str, where: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{where}: {name} must be a positive int, got {value!r}")
-
 
 
 class KVCache:
@@ -55,7 +49,12 @@ class KVCache:
             if key.shape[:2] != self.key.shape[:2] or key.size(3) != self.key.size(3):
                 raise ValueError(
                     f"KVCache.append: new key {tuple(key.shape)} does not continue the cached "
-                    f"key {tuple(self.key.shape)} (B, H_kv and d_k must match)"
+                    f"key {tuple(self.key.shape)} (B, H_kv and d_k must match; reset() the cache for a new batch)"
+                )
+            if key.dtype != self.key.dtype or key.device != self.key.device:
+                raise ValueError(
+                    f"KVCache.append: new keys are {key.dtype} on {key.device} but the cached ones "
+                    f"{self.key.dtype} on {self.key.device}"
                 )
             self.key = torch.cat([self.key, key], dim=2)  # (B, H_kv, T, d_k)
             self.value = torch.cat([self.value, value], dim=2)  # (B, H_kv, T, d_v)
@@ -80,14 +79,14 @@ def kv_cache_bytes(
     Grouped-query attention shrinks it by ``num_heads / num_kv_heads``.
     Taught in the chapter "Grouped-query attention and the KV cache".
     """
-    for name, v in (
+    for name, n in (
         ("batch", batch),
         ("seq_len", seq_len),
         ("num_layers", num_layers),
         ("num_kv_heads", num_kv_heads),
         ("head_dim", head_dim),
     ):
-        _check_positive_int(v, name, "kv_cache_bytes")
+        check.positive_int(n, name, "kv_cache_bytes")
     if not isinstance(dtype, torch.dtype):
         raise ValueError(f"kv_cache_bytes: dtype must be a torch.dtype, got {dtype!r}")
     return 2 * num_layers * batch * num_kv_heads * seq_len * head_dim * dtype.itemsize
@@ -103,17 +102,11 @@ class GroupedQueryAttention(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, num_kv_heads: int, bias: bool = True) -> None:
         super().__init__()
-        for name, v in (("d_model", d_model), ("num_heads", num_heads), ("num_kv_heads", num_kv_heads)):
-            _check_positive_int(v, name, "GroupedQueryAttention")
-        if d_model % num_heads != 0:
-            raise ValueError(
-                f"GroupedQueryAttention: d_model={d_model} is not divisible by num_heads={num_heads}"
-            )
-        if num_heads % num_kv_heads != 0:
-            raise ValueError(
-                f"GroupedQueryAttention: num_heads={num_heads} is not divisible by "
-                f"num_kv_heads={num_kv_heads}"
-            )
+        where = "GroupedQueryAttention"
+        for name, n in (("d_model", d_model), ("num_heads", num_heads), ("num_kv_heads", num_kv_heads)):
+            check.positive_int(n, name, where)
+        check.divisible(d_model, "d_model", num_heads, "num_heads", where)
+        check.divisible(num_heads, "num_heads", num_kv_heads, "num_kv_heads", where)
         self.d_model = d_model
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
@@ -131,20 +124,22 @@ class GroupedQueryAttention(nn.Module):
         value: Tensor,
         mask: Tensor | None = None,
         kv_cache: KVCache | None = None,
+        check_inputs: bool = True,
     ) -> tuple[Tensor, Tensor]:
         """Attend; return output ``(B, Lq, D)`` and weights ``(B, num_heads, Lq, Lk)``.
 
-        query ``(B, Lq, D)``, key and value ``(B, Lk, D)``. ``mask`` is bool (True = may
-        attend), broadcastable to ``(B, H, Lq, Lk)``: ``(Lq, Lk)``, ``(B, 1, 1, Lk)`` or
-        ``(B, 1 or H, Lq, Lk)``; 3-D masks are refused as ambiguous. With ``kv_cache``, the
-        new keys/values are appended to it first and Lk counts every cached position.
+        query ``(B, Lq, D)``, key and value ``(B, Lk, D)``. ``mask`` is bool (True = may attend)
+        and read as by ``MultiHeadAttention``: ``(Lq, Lk)``, ``(B, Lq, Lk)`` (one per sequence),
+        or anything broadcastable to ``(B, H, Lq, Lk)`` such as padding ``(B, 1, 1, Lk)``. With
+        ``kv_cache``, the new keys/values are appended to it first and Lk counts every cached
+        position. ``check_inputs=False`` skips the checks, for a caller that has made them.
         """
-        self._check_shapes(query, key, value)
+        if check_inputs:  # before the cache grows, so a bad call leaves it unchanged
+            self._check(query, key, value, mask, kv_cache)
         batch, len_q, _ = query.shape
         len_k = key.size(1)
-        if mask is not None:  # checked before the cache grows, so a bad call leaves it unchanged
-            total = len_k + (0 if kv_cache is None else kv_cache.seq_len)
-            self._check_mask(mask, (batch, self.num_heads, len_q, total))
+        if mask is not None and mask.dim() == 3:
+            mask = mask[:, None]  # (B, 1, Lq, Lk): one mask per sequence, shared by the heads
         q = self.w_q(query).view(batch, len_q, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, Lq, d_k)
         k = self.w_k(key).view(batch, len_k, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, H_kv, Lk, d_k)
         v = self.w_v(value).view(batch, len_k, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, H_kv, Lk, d_k)
@@ -153,33 +148,22 @@ class GroupedQueryAttention(nn.Module):
         group = self.num_heads // self.num_kv_heads
         k = k.repeat_interleave(group, dim=1)  # (B, H, T, d_k)
         v = v.repeat_interleave(group, dim=1)  # (B, H, T, d_k)
-        out, weights = scaled_dot_product_attention(q, k, v, mask=mask)  # (B, H, Lq, d_k), (B, H, Lq, T)
+        out, weights = scaled_dot_product_attention(q, k, v, mask, check_inputs=False)  # (B, H, Lq, d_k), (B, H, Lq, T)
         out = out.transpose(1, 2).reshape(batch, len_q, self.d_model)  # (B, Lq, D)
         return self.w_o(out), weights
 
-    @staticmethod
-    def _check_mask(mask: Tensor, scores_shape: tuple[int, int, int, int]) -> None:
-        if isinstance(mask, Tensor) and mask.dim() == 3:
-            # (B, Lq, Lk) would broadcast against (H, Lq, Lk) and, when B == H, silently mask
-            # the wrong rows: the same rule as MultiHeadAttention.
-            raise ValueError(
-                f"GroupedQueryAttention: a 3-D mask of shape {tuple(mask.shape)} is ambiguous; use "
-                "(Lq, Lk), (B, 1, 1, Lk) or (B, 1, Lq, Lk) (e.g. mask[:, None] for a (B, Lq, Lk) mask)"
-            )
-        check_mask(mask, scores_shape, "GroupedQueryAttention")
-
-    def _check_shapes(self, query: Tensor, key: Tensor, value: Tensor) -> None:
+    def _check(
+        self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, kv_cache: KVCache | None
+    ) -> None:
+        where = "GroupedQueryAttention"
         for name, t in (("query", query), ("key", key), ("value", value)):
-            if not isinstance(t, Tensor) or t.dim() != 3 or t.size(-1) != self.d_model:
-                shape = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
-                raise ValueError(
-                    f"GroupedQueryAttention: {name} must be (B, L, d_model={self.d_model}), got {shape}"
-                )
-        if not (query.size(0) == key.size(0) == value.size(0)) or key.size(1) != value.size(1):
-            raise ValueError(
-                "GroupedQueryAttention: query, key and value must share B, and key and value L; got "
-                f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
-            )
+            check.sequence(t, name, self.d_model, where, weight=self.w_q.weight)
+        check.same_batch(where, query=query, key=key, value=value)
+        check.same_length(key, value, where)
+        if mask is not None:
+            total = key.size(1) + (0 if kv_cache is None else kv_cache.seq_len)
+            scores_shape = (query.size(0), self.num_heads, query.size(1), total)
+            check.mask(mask, scores_shape, query.device, where, per_sequence=True)
 
 
 class CausalSelfAttention(nn.Module):
@@ -202,12 +186,11 @@ class CausalSelfAttention(nn.Module):
         The new tokens sit at positions ``past .. past + L_new - 1`` (``past = kv_cache.seq_len``);
         token ``past + i`` sees keys ``0 .. past + i``.
         """
-        if not isinstance(x, Tensor) or x.dim() != 3:
-            raise ValueError(f"CausalSelfAttention: x must be (B, L, D), got {getattr(x, 'shape', x)!r}")
+        check.sequence(x, "x", self.attention.d_model, "CausalSelfAttention", weight=self.attention.w_q.weight)
         past = 0 if kv_cache is None else kv_cache.seq_len
         len_new = x.size(1)
         # Bottom-right aligned: the last query lines up with the last key. (PyTorch's
         # is_causal=True aligns top-left, which is wrong for a decoding step.)
         mask = torch.ones(len_new, past + len_new, dtype=torch.bool, device=x.device).tril(diagonal=past)  # (L_new, T)
-        return self.attention(x, x, x, mask=mask, kv_cache=kv_cache)
+        return self.attention(x, x, x, mask=mask, kv_cache=kv_cache, check_inputs=False)
 

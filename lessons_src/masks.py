@@ -11,33 +11,9 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["causal_mask", "padding_mask", "sliding_window_mask", "check_mask", "broadcast_shape"]
+from . import _validate as check
 
-
-def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
-    """The shape that ``shapes`` broadcast to, or None where they do not.
-
-    Same rule as ``torch.broadcast_shapes``, which costs ~25 us a call: too much on the hot
-    path of a small model's training step (measured in benchmarks/bench_training.py).
-    """
-    ndim = max(len(s) for s in shapes)
-    result = []
-    for axis in range(-ndim, 0):
-        size = 1
-        for shape in shapes:
-            if len(shape) >= -axis:
-                n = shape[axis]
-                if n != 1:
-                    if size not in (1, n):
-                        return None
-                    size = n
-        result.append(size)
-    return tuple(result)
-
-
-def _check_positive_int(value: object, name: str, where: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{where}: {name} must be a positive int, got {value!r}")
+__all__ = ["causal_mask", "padding_mask", "sliding_window_mask"]
 
 
 def causal_mask(seq_len: int, device: torch.device | str | None = None) -> Tensor:
@@ -45,8 +21,7 @@ def causal_mask(seq_len: int, device: torch.device | str | None = None) -> Tenso
 
     Taught in the chapter "Masking".
     """
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
-        raise ValueError(f"causal_mask: seq_len must be a positive int, got {seq_len!r}")
+    check.positive_int(seq_len, "seq_len", "causal_mask")
     return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()  # (L, L)
 
 
@@ -85,23 +60,6 @@ def padding_mask(lengths: Sequence[int] | Tensor, max_len: int | None = None) ->
     return positions[None, :] < lengths_t[:, None]  # (B, L)
 
 
-def check_mask(mask: Tensor, scores_shape: torch.Size | tuple[int, ...], where: str) -> None:
-    """Raise a ValueError unless ``mask`` is a bool tensor that broadcasts to ``scores_shape``."""
-    if not isinstance(mask, Tensor):
-        raise ValueError(f"{where}: mask must be a torch.Tensor of dtype bool, got {type(mask).__name__}")
-    if mask.dtype != torch.bool:
-        raise ValueError(
-            f"{where}: mask must be boolean (True = may attend), got dtype {mask.dtype}. "
-            "Convert a 0/1 mask with `mask.bool()`; for an additive float mask "
-            "(0 / -inf) use `mask == 0`."
-        )
-    if tuple(mask.shape) != tuple(scores_shape) and broadcast_shape(mask.shape, scores_shape) != tuple(scores_shape):
-        raise ValueError(
-            f"{where}: mask of shape {tuple(mask.shape)} does not broadcast to the scores' "
-            f"shape {tuple(scores_shape)} = (..., Lq, Lk)"
-        )
-
-
 def sliding_window_mask(
     seq_len: int, window: int, causal: bool = True, device: torch.device | str | None = None
 ) -> Tensor:
@@ -112,8 +70,8 @@ def sliding_window_mask(
     keys centred on i. ``window >= seq_len`` (causal) gives ``causal_mask(seq_len)``. Combine
     with other masks by ``&``. Taught in the chapter "Efficient attention".
     """
-    _check_positive_int(seq_len, "seq_len", "sliding_window_mask")
-    _check_positive_int(window, "window", "sliding_window_mask")
+    check.positive_int(seq_len, "seq_len", "sliding_window_mask")
+    check.positive_int(window, "window", "sliding_window_mask")
     positions = torch.arange(seq_len, device=device)  # (L,)
     offset = positions[:, None] - positions[None, :]  # (L, L): i - j
     if causal:

@@ -9,13 +9,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from . import _validate as check
+
 __all__ = ["rope_frequencies", "apply_rope"]
-
-
-def _check_positive_int(value: object, name: str, where: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{where}: {name} must be a positive int, got {value!r}")
-
 
 
 def rope_frequencies(
@@ -27,8 +23,8 @@ def rope_frequencies(
     on the CPU, then rounded, so long positions keep their precision.
     Taught in the chapter "Rotary position embeddings".
     """
-    _check_positive_int(head_dim, "head_dim", "rope_frequencies")
-    _check_positive_int(max_len, "max_len", "rope_frequencies")
+    check.positive_int(head_dim, "head_dim", "rope_frequencies")
+    check.positive_int(max_len, "max_len", "rope_frequencies")
     if head_dim % 2 != 0:
         raise ValueError(f"rope_frequencies: head_dim must be even (it rotates pairs), got {head_dim}")
     if not base > 0:

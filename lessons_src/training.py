@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from . import _validate as check
 from .data import reversal_batch
 from .device import default_device, seed_everything
 
@@ -76,11 +77,10 @@ def train_attention(
     ``snapshot_every=k`` keeps the weights at steps 0, k, 2k, ... and the last step.
     Taught in the chapter "Training attention".
     """
-    for name, v in (("steps", steps), ("batch_size", batch_size), ("seq_len", seq_len), ("d_model", d_model)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"train_attention: {name} must be a positive int, got {v!r}")
-    if snapshot_every is not None and (not isinstance(snapshot_every, int) or snapshot_every < 1):
-        raise ValueError(f"train_attention: snapshot_every must be a positive int or None, got {snapshot_every!r}")
+    for name, n in (("steps", steps), ("batch_size", batch_size), ("seq_len", seq_len), ("d_model", d_model)):
+        check.positive_int(n, name, "train_attention")
+    if snapshot_every is not None:
+        check.positive_int(snapshot_every, "snapshot_every", "train_attention")
     device = torch.device(device) if device is not None else default_device()
 
     seed_everything(seed)
@@ -207,16 +207,18 @@ class TorchMultiheadAttention(nn.Module):
     def forward(
         self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
     ) -> tuple[Tensor, Tensor]:
-        """Attend; mask is bool ``(Lq, Lk)`` or ``(B, 1 or H, Lq, Lk)``, True = may attend."""
+        """Attend; ``mask`` is bool, True = may attend, read as by ``MultiHeadAttention``.
+
+        ``(Lq, Lk)``, ``(B, Lq, Lk)`` (one per sequence) or anything broadcastable to
+        ``(B, H, Lq, Lk)``; PyTorch takes ``(Lq, Lk)`` or ``(B * H, Lq, Lk)``, so it is expanded.
+        """
         attn_mask = None
         if mask is not None:
-            if mask.dim() not in (2, 4):
-                raise ValueError(
-                    f"TorchMultiheadAttention: mask must be (Lq, Lk) or (B, 1 or H, Lq, Lk), got {tuple(mask.shape)}"
-                )
-            if mask.dim() == 4:
-                batch, len_q, len_k = query.size(0), query.size(1), key.size(1)
-                mask = mask.expand(batch, self.num_heads, len_q, len_k).reshape(-1, len_q, len_k)  # (B*H, Lq, Lk)
+            B, Lq, Lk = query.size(0), query.size(1), key.size(1)
+            check.mask(mask, (B, self.num_heads, Lq, Lk), query.device, "TorchMultiheadAttention", per_sequence=True)
+            if mask.dim() != 2:
+                mask = mask.view(check.head_mask_shape(mask.shape))  # (B, 1, Lq, Lk) for a 3-D mask
+                mask = mask.expand(B, self.num_heads, Lq, Lk).reshape(B * self.num_heads, Lq, Lk)  # (B*H, Lq, Lk)
             attn_mask = ~mask  # PyTorch: True = ignore
         return self.attention(
             query, key, value, attn_mask=attn_mask, need_weights=True, average_attn_weights=False

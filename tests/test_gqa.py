@@ -73,6 +73,25 @@ def test_gqa_matches_torch_with_causal_and_padding_masks(num_kv_heads):
     assert torch.all(weights[2, :, :, 2:] == 0)
 
 
+@pytest.mark.parametrize(
+    "mask_shape", [(5,), (4, 5), (2, 4, 5), (2, 1, 1, 5), (2, 1, 4, 5), (1, 4, 4, 5), (2, 4, 4, 5)]
+)
+def test_gqa_accepts_every_mask_shape_like_torch(mask_shape):
+    """Masks broadcastable to (B, H, Lq, Lk); a 3-D one is (B, Lq, Lk), one per sequence."""
+    B, Lq, Lk, D, H = 2, 4, 5, 16, 4
+    torch.manual_seed(4)
+    gqa = GroupedQueryAttention(D, H, 2)
+    _randomize(gqa, 4)
+    g = torch.Generator().manual_seed(5)
+    query, kv = torch.randn(B, Lq, D, generator=g), torch.randn(B, Lk, D, generator=g)
+    mask = torch.rand(mask_shape, generator=g) < 0.6
+    mask[..., 0] = True
+    as_4d = mask[:, None] if mask.dim() == 3 else mask  # (B, 1, Lq, Lk) for a 3-D mask
+    out, weights = gqa(query, kv, kv, mask=mask)
+    assert_close(out, _gqa_reference(gqa, query, kv, kv, as_4d.expand(B, H, Lq, Lk)), **TOL)
+    assert torch.all(weights[~as_4d.expand(B, H, Lq, Lk)] == 0)
+
+
 def test_gqa_shares_each_kv_head_with_consecutive_query_heads():
     """Query heads 0,1 use KV head 0 and heads 2,3 use KV head 1 (repeat_interleave, not repeat)."""
     torch.manual_seed(0)
@@ -125,10 +144,12 @@ def test_gqa_errors():
         GroupedQueryAttention(32, 4, 0)
     gqa = GroupedQueryAttention(16, 4, 2)
     x = torch.randn(2, 5, 16)
-    with pytest.raises(ValueError, match=r"3-D mask of shape \(2, 5, 5\) is ambiguous"):
-        gqa(x, x, x, mask=torch.ones(2, 5, 5, dtype=torch.bool))
-    with pytest.raises(ValueError, match=r"query must be \(B, L, d_model=16\), got \(2, 5, 8\)"):
+    with pytest.raises(ValueError, match=r"mask of shape \(3, 5, 5\), read as \(B, 1, Lq, Lk\) = \(3, 1, 5, 5\)"):
+        gqa(x, x, x, mask=torch.ones(3, 5, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"query's last dim is 8 but d_model=16 \(query shape \(2, 5, 8\)\)"):
         gqa(torch.randn(2, 5, 8), x, x)
+    with pytest.raises(ValueError, match=r"x's last dim is 8 but d_model=16"):
+        CausalSelfAttention(16, 4, 2)(torch.randn(2, 5, 8))
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,6 +208,8 @@ def test_kv_cache_rejects_a_mismatched_append():
         cache.append(torch.randn(2, 2, 1, 8), torch.randn(2, 2, 1, 8))
     with pytest.raises(ValueError, match=r"got key \(2, 4, 8\)"):
         cache.append(torch.randn(2, 4, 8), torch.randn(2, 4, 8))
+    with pytest.raises(ValueError, match=r"new keys are torch.float64 on cpu but the cached ones torch.float32 on cpu"):
+        cache.append(torch.randn(2, 4, 1, 8, dtype=torch.float64), torch.randn(2, 4, 1, 8, dtype=torch.float64))
 
 
 def test_kv_cache_bytes_arithmetic():

@@ -5,7 +5,7 @@ import torch
 from torch.testing import assert_close
 
 from lessons_src import causal_mask, padding_mask, scaled_dot_product_attention
-from lessons_src.masks import check_mask, sliding_window_mask
+from lessons_src.masks import sliding_window_mask
 
 
 @pytest.mark.parametrize("seq_len", [1, 2, 5, 9])
@@ -54,41 +54,11 @@ def test_padding_mask_errors_name_values():
         padding_mask([])
 
 
-def test_check_mask_errors():
-    with pytest.raises(ValueError, match=r"dtype torch.float32"):
-        check_mask(torch.ones(3, 4), (2, 3, 4), "f")
-    with pytest.raises(ValueError, match=r"shape \(5, 4\) does not broadcast to the scores' shape \(2, 3, 4\)"):
-        check_mask(torch.ones(5, 4, dtype=torch.bool), (2, 3, 4), "f")
-    # a mask may not enlarge the scores by broadcasting
-    with pytest.raises(ValueError, match="does not broadcast"):
-        check_mask(torch.ones(7, 3, 4, dtype=torch.bool), (3, 4), "f")
-    check_mask(torch.ones(1, 4, dtype=torch.bool), (2, 3, 4), "f")
-
-
 def test_public_api_is_exported():
     import lessons_src
 
     for name in lessons_src.__all__:
         assert hasattr(lessons_src, name), name
-
-
-@pytest.mark.parametrize(
-    "shapes",
-    [[(2, 3), (3,)], [(1,), (4, 1, 5)], [(2, 1, 4), (3, 1), (1, 1, 1)], [(), (2, 2)], [(0, 1), (1, 3)], [(5,), (5,)]],
-)
-def test_broadcast_shape_agrees_with_torch(shapes):
-    from lessons_src.masks import broadcast_shape
-
-    assert broadcast_shape(*shapes) == tuple(torch.broadcast_shapes(*shapes))
-
-
-@pytest.mark.parametrize("shapes", [[(2, 3), (4,)], [(2, 1), (3, 1), (4, 1)], [(0,), (2,)]])
-def test_broadcast_shape_refuses_what_torch_refuses(shapes):
-    from lessons_src.masks import broadcast_shape
-
-    with pytest.raises(RuntimeError):
-        torch.broadcast_shapes(*shapes)
-    assert broadcast_shape(*shapes) is None
 
 
 @pytest.mark.parametrize("seq_len", [1, 5, 9])

@@ -119,7 +119,7 @@ def test_errors_name_the_values():
         antidiagonal_mass(torch.rand(3, 4))
     with pytest.raises(ValueError, match=r"steps must be a positive int, got 0"):
         train_attention(lambda: GroupedQueryAttention(16, 2, 1), steps=0, progress=False)
-    with pytest.raises(ValueError, match=r"snapshot_every must be a positive int or None, got 0"):
+    with pytest.raises(ValueError, match=r"snapshot_every must be a positive int, got 0"):
         train_attention(lambda: GroupedQueryAttention(16, 2, 1), snapshot_every=0, progress=False)
 
     class NoWeights(nn.Module):
@@ -145,8 +145,13 @@ def test_torch_wrapper_follows_our_mask_convention():
     keys = torch.tensor([[True, True, True, True], [True, True, False, False]])[:, None, None, :]  # (B, 1, 1, Lk)
     _, weights = model(x, x, x, mask=keys)
     assert torch.all(weights[1, :, :, 2:] == 0) and torch.all(weights[0] > 0)
-    with pytest.raises(ValueError, match=r"got \(2, 4, 4\)"):
-        model(x, x, x, mask=torch.ones(2, 4, 4, dtype=torch.bool))
+    per_sequence = torch.ones(2, 4, 4, dtype=torch.bool).tril()  # (B, Lq, Lk): one mask per sequence
+    per_sequence[1, :, 2:] = False
+    _, weights = model(x, x, x, mask=per_sequence)
+    torch.testing.assert_close(weights, model(x, x, x, mask=per_sequence[:, None])[1], atol=0, rtol=0)
+    assert torch.all(weights[1, :, :, 2:] == 0) and torch.all(weights[0, :, 3] > 0)
+    with pytest.raises(ValueError, match=r"mask of shape \(3, 4, 4\), read as .* does not broadcast"):
+        model(x, x, x, mask=torch.ones(3, 4, 4, dtype=torch.bool))
 
 
 @pytest.mark.cuda
