@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from . import _validate as check
+from .masks import causal_mask
 
 __all__ = ["elu_feature_map", "linear_attention", "fused_attention"]
 
@@ -83,8 +84,8 @@ def fused_attention(
         check.mask(mask, scores_shape, query.device, "fused_attention")
     len_q, len_k = query.size(-2), key.size(-2)
     if causal and (mask is not None or len_q != len_k):
-        # PyTorch's is_causal=True is top-left aligned; build the bottom-right mask ourselves.
-        causal_part = torch.ones(len_q, len_k, dtype=torch.bool, device=query.device).tril(len_k - len_q)  # (Lq, Lk)
+        # PyTorch's is_causal=True is top-left aligned; ours is bottom-right.
+        causal_part = causal_mask(len_q, len_k, device=query.device)  # (Lq, Lk)
         mask = causal_part if mask is None else mask & causal_part
         causal = False
     batch = scores_shape[:-2]

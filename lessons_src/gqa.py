@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from . import _validate as check
 from .attention import scaled_dot_product_attention
+from .masks import causal_mask
 
 __all__ = ["GroupedQueryAttention", "KVCache", "CausalSelfAttention", "kv_cache_bytes"]
 
@@ -189,8 +190,8 @@ class CausalSelfAttention(nn.Module):
         check.sequence(x, "x", self.attention.d_model, "CausalSelfAttention", weight=self.attention.w_q.weight)
         past = 0 if kv_cache is None else kv_cache.seq_len
         len_new = x.size(1)
-        # Bottom-right aligned: the last query lines up with the last key. (PyTorch's
-        # is_causal=True aligns top-left, which is wrong for a decoding step.)
-        mask = torch.ones(len_new, past + len_new, dtype=torch.bool, device=x.device).tril(diagonal=past)  # (L_new, T)
+        # Bottom-right aligned: the new tokens are the last of the T = past + L_new positions.
+        # (PyTorch's is_causal=True aligns top-left, which is wrong for a decoding step.)
+        mask = causal_mask(len_new, past + len_new, device=x.device)  # (L_new, T)
         return self.attention(x, x, x, mask=mask, kv_cache=kv_cache, check_inputs=False)
 

@@ -16,13 +16,21 @@ from . import _validate as check
 __all__ = ["causal_mask", "padding_mask", "sliding_window_mask"]
 
 
-def causal_mask(seq_len: int, device: torch.device | str | None = None) -> Tensor:
-    """Causal mask: bool ``(L, L)``, True on and below the diagonal (position t sees 0..t).
+def causal_mask(len_q: int, len_k: int | None = None, *, device: torch.device | str | None = None) -> Tensor:
+    """Causal mask: bool ``(Lq, Lk)``, True where query i may attend to key j, i.e. ``j <= i + Lk - Lq``.
 
-    Taught in the chapter "Masking".
+    ``causal_mask(L)`` is the usual ``(L, L)`` lower triangle: position t sees 0..t. With
+    ``len_k``, the queries are the *last* Lq of Lk positions (bottom-right aligned, as when
+    decoding with a KV cache: the last query sees every key), like PyTorch's
+    ``torch.nn.attention.bias.causal_lower_right``; ``F.scaled_dot_product_attention``'s
+    ``is_causal=True`` aligns top-left instead (query i sees keys 0..i), which differs when
+    Lq != Lk. With Lq > Lk the first Lq - Lk queries see nothing. Taught in the chapter "Masking".
     """
-    check.positive_int(seq_len, "seq_len", "causal_mask")
-    return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()  # (L, L)
+    check.positive_int(len_q, "len_q", "causal_mask")
+    if len_k is None:
+        len_k = len_q
+    check.positive_int(len_k, "len_k", "causal_mask")
+    return torch.ones(len_q, len_k, dtype=torch.bool, device=device).tril(diagonal=len_k - len_q)  # (Lq, Lk)
 
 
 def padding_mask(lengths: Sequence[int] | Tensor, max_len: int | None = None) -> Tensor:
@@ -75,5 +83,5 @@ def sliding_window_mask(
     positions = torch.arange(seq_len, device=device)  # (L,)
     offset = positions[:, None] - positions[None, :]  # (L, L): i - j
     if causal:
-        return (offset >= 0) & (offset < window)  # (L, L)
+        return causal_mask(seq_len, device=device) & (offset < window)  # (L, L): 0 <= i - j < window
     return offset.abs() < window  # (L, L)

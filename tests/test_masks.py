@@ -25,8 +25,47 @@ def test_causal_mask_matches_pytorch_convention():
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, True, "4"])
 def test_causal_mask_rejects_bad_lengths(bad):
-    with pytest.raises(ValueError, match="seq_len"):
+    with pytest.raises(ValueError, match=r"causal_mask: len_q must be a positive int"):
         causal_mask(bad)
+    with pytest.raises(ValueError, match=r"causal_mask: len_k must be a positive int"):
+        causal_mask(3, bad)
+
+
+@pytest.mark.parametrize("len_q,len_k", [(1, 1), (3, 3), (1, 6), (2, 5), (4, 7), (5, 2), (6, 1)])
+def test_causal_mask_is_bottom_right_like_causal_lower_right(len_q, len_k):
+    """PyTorch's bottom-right causal bias, materialised (its True = may attend, like ours)."""
+    import warnings
+
+    from torch.nn.attention.bias import causal_lower_right
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Lq > Lk: PyTorch warns that the first rows see nothing
+        reference = causal_lower_right(len_q, len_k)._materialize()
+    mask = causal_mask(len_q, len_k)
+    assert mask.dtype == torch.bool and mask.shape == (len_q, len_k)
+    assert torch.equal(mask, reference)
+    assert bool(mask[-1].all())  # the last query sees every key
+    if len_q != len_k:  # is_causal=True's top-left mask is another one
+        assert not torch.equal(mask, torch.ones(len_q, len_k, dtype=torch.bool).tril())
+
+
+def test_causal_mask_of_the_new_tokens_gives_the_last_rows_of_the_full_pass():
+    """Decoding with a cache: the Lq new queries attend to all Lk keys so far, through causal_mask(Lq, Lk)."""
+    g = torch.Generator().manual_seed(0)
+    L, new = 7, 3
+    q, k, v = (torch.randn(2, 4, L, 8, generator=g) for _ in range(3))  # (B, H, L, d_k)
+    full, full_weights = scaled_dot_product_attention(q, k, v, causal_mask(L))
+    last, last_weights = scaled_dot_product_attention(q[:, :, -new:], k, v, causal_mask(new, L))
+    assert_close(last, full[:, :, -new:], atol=1e-6, rtol=1e-6)
+    assert_close(last_weights, full_weights[:, :, -new:], atol=1e-6, rtol=1e-6)
+    top_left, _ = scaled_dot_product_attention(q[:, :, -new:], k, v, torch.ones(new, L, dtype=torch.bool).tril())
+    assert not torch.allclose(top_left, full[:, :, -new:], atol=1e-3)  # the wrong alignment
+
+
+def test_causal_mask_device_is_keyword_only():
+    assert causal_mask(3, device="meta").device.type == "meta"
+    with pytest.raises(TypeError):
+        causal_mask(3, 3, "cpu")
 
 
 def test_padding_mask_values():
