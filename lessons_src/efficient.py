@@ -82,10 +82,10 @@ def fused_attention(
     scores_shape = check.attention_inputs(query, key, value, "fused_attention")
     if mask is not None:
         check.mask(mask, scores_shape, query.device, "fused_attention")
-    len_q, len_k = query.size(-2), key.size(-2)
-    if causal and (mask is not None or len_q != len_k):
+    Lq, Lk = query.size(-2), key.size(-2)
+    if causal and (mask is not None or Lq != Lk):
         # PyTorch's is_causal=True is top-left aligned; ours is bottom-right.
-        causal_part = causal_mask(len_q, len_k, device=query.device)  # (Lq, Lk)
+        causal_part = causal_mask(Lq, Lk, device=query.device)  # (Lq, Lk)
         mask = causal_part if mask is None else mask & causal_part
         causal = False
     batch = scores_shape[:-2]

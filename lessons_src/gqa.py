@@ -68,7 +68,7 @@ class KVCache:
 
 
 def kv_cache_bytes(
-    batch: int,
+    batch_size: int,
     seq_len: int,
     num_layers: int,
     num_kv_heads: int,
@@ -77,11 +77,13 @@ def kv_cache_bytes(
 ) -> int:
     """Bytes a KV cache holds: 2 (K and V) · layers · B · H_kv · T · d_k · bytes per element.
 
+    ``batch_size`` is B and ``seq_len`` the cached length T.
+
     Grouped-query attention shrinks it by ``num_heads / num_kv_heads``.
     Taught in the chapter "Grouped-query attention and the KV cache".
     """
     for name, n in (
-        ("batch", batch),
+        ("batch_size", batch_size),
         ("seq_len", seq_len),
         ("num_layers", num_layers),
         ("num_kv_heads", num_kv_heads),
@@ -90,7 +92,7 @@ def kv_cache_bytes(
         check.positive_int(n, name, "kv_cache_bytes")
     if not isinstance(dtype, torch.dtype):
         raise ValueError(f"kv_cache_bytes: dtype must be a torch.dtype, got {dtype!r}")
-    return 2 * num_layers * batch * num_kv_heads * seq_len * head_dim * dtype.itemsize
+    return 2 * num_layers * batch_size * num_kv_heads * seq_len * head_dim * dtype.itemsize
 
 
 class GroupedQueryAttention(nn.Module):
@@ -137,20 +139,20 @@ class GroupedQueryAttention(nn.Module):
         """
         if check_inputs:  # before the cache grows, so a bad call leaves it unchanged
             self._check(query, key, value, mask, kv_cache)
-        batch, len_q, _ = query.shape
-        len_k = key.size(1)
+        B, Lq, _ = query.shape
+        Lk = key.size(1)
         if mask is not None and mask.dim() == 3:
             mask = mask[:, None]  # (B, 1, Lq, Lk): one mask per sequence, shared by the heads
-        q = self.w_q(query).view(batch, len_q, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, Lq, d_k)
-        k = self.w_k(key).view(batch, len_k, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, H_kv, Lk, d_k)
-        v = self.w_v(value).view(batch, len_k, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, H_kv, Lk, d_k)
+        q = self.w_q(query).view(B, Lq, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, Lq, d_k)
+        k = self.w_k(key).view(B, Lk, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, H_kv, Lk, d_k)
+        v = self.w_v(value).view(B, Lk, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, H_kv, Lk, d_k)
         if kv_cache is not None:
             k, v = kv_cache.append(k, v)  # (B, H_kv, T, d_k): the cache stores the small K/V
         group = self.num_heads // self.num_kv_heads
         k = k.repeat_interleave(group, dim=1)  # (B, H, T, d_k)
         v = v.repeat_interleave(group, dim=1)  # (B, H, T, d_k)
         out, weights = scaled_dot_product_attention(q, k, v, mask, check_inputs=False)  # (B, H, Lq, d_k), (B, H, Lq, T)
-        out = out.transpose(1, 2).reshape(batch, len_q, self.d_model)  # (B, Lq, D)
+        out = out.transpose(1, 2).reshape(B, Lq, self.d_model)  # (B, Lq, D)
         return self.w_o(out), weights
 
     def _check(
@@ -189,9 +191,9 @@ class CausalSelfAttention(nn.Module):
         """
         check.sequence(x, "x", self.attention.d_model, "CausalSelfAttention", weight=self.attention.w_q.weight)
         past = 0 if kv_cache is None else kv_cache.seq_len
-        len_new = x.size(1)
+        L_new = x.size(1)
         # Bottom-right aligned: the new tokens are the last of the T = past + L_new positions.
         # (PyTorch's is_causal=True aligns top-left, which is wrong for a decoding step.)
-        mask = causal_mask(len_new, past + len_new, device=x.device)  # (L_new, T)
+        mask = causal_mask(L_new, past + L_new, device=x.device)  # (L_new, T)
         return self.attention(x, x, x, mask=mask, kv_cache=kv_cache, check_inputs=False)
 

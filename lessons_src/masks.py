@@ -69,7 +69,7 @@ def padding_mask(lengths: Sequence[int] | Tensor, max_len: int | None = None) ->
 
 
 def sliding_window_mask(
-    seq_len: int, window: int, causal: bool = True, device: torch.device | str | None = None
+    seq_len: int, window: int, causal: bool = True, *, device: torch.device | str | None = None
 ) -> Tensor:
     """Banded mask: bool ``(L, L)``, True where query i may attend to key j.
 

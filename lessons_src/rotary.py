@@ -15,7 +15,7 @@ __all__ = ["rope_frequencies", "apply_rope"]
 
 
 def rope_frequencies(
-    head_dim: int, max_len: int, base: float = 10000.0, device: torch.device | str | None = None
+    head_dim: int, max_len: int, base: float = 10000.0, *, device: torch.device | str | None = None
 ) -> tuple[Tensor, Tensor]:
     """cos and sin of the rotation angles ``m · θ_i``, each float32 ``(max_len, head_dim // 2)``.
 

@@ -214,7 +214,7 @@ def test_kv_cache_rejects_a_mismatched_append():
 
 def test_kv_cache_bytes_arithmetic():
     # A 7B-class model: 32 layers, 32 heads of 128 dims, 4096 tokens, fp16: 2 GiB per sequence.
-    mha = kv_cache_bytes(batch=1, seq_len=4096, num_layers=32, num_kv_heads=32, head_dim=128)
+    mha = kv_cache_bytes(batch_size=1, seq_len=4096, num_layers=32, num_kv_heads=32, head_dim=128)
     assert mha == 2 * 32 * 1 * 32 * 4096 * 128 * 2 == 2**31
     gqa = kv_cache_bytes(1, 4096, 32, num_kv_heads=8, head_dim=128)
     assert mha == 4 * gqa  # 32 query heads sharing 8 KV heads: 4x smaller

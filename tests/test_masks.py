@@ -31,8 +31,8 @@ def test_causal_mask_rejects_bad_lengths(bad):
         causal_mask(3, bad)
 
 
-@pytest.mark.parametrize("len_q,len_k", [(1, 1), (3, 3), (1, 6), (2, 5), (4, 7), (5, 2), (6, 1)])
-def test_causal_mask_is_bottom_right_like_causal_lower_right(len_q, len_k):
+@pytest.mark.parametrize("Lq,Lk", [(1, 1), (3, 3), (1, 6), (2, 5), (4, 7), (5, 2), (6, 1)])
+def test_causal_mask_is_bottom_right_like_causal_lower_right(Lq, Lk):
     """PyTorch's bottom-right causal bias, materialised (its True = may attend, like ours)."""
     import warnings
 
@@ -40,13 +40,13 @@ def test_causal_mask_is_bottom_right_like_causal_lower_right(len_q, len_k):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Lq > Lk: PyTorch warns that the first rows see nothing
-        reference = causal_lower_right(len_q, len_k)._materialize()
-    mask = causal_mask(len_q, len_k)
-    assert mask.dtype == torch.bool and mask.shape == (len_q, len_k)
+        reference = causal_lower_right(Lq, Lk)._materialize()
+    mask = causal_mask(Lq, Lk)
+    assert mask.dtype == torch.bool and mask.shape == (Lq, Lk)
     assert torch.equal(mask, reference)
     assert bool(mask[-1].all())  # the last query sees every key
-    if len_q != len_k:  # is_causal=True's top-left mask is another one
-        assert not torch.equal(mask, torch.ones(len_q, len_k, dtype=torch.bool).tril())
+    if Lq != Lk:  # is_causal=True's top-left mask is another one
+        assert not torch.equal(mask, torch.ones(Lq, Lk, dtype=torch.bool).tril())
 
 
 def test_causal_mask_of_the_new_tokens_gives_the_last_rows_of_the_full_pass():
