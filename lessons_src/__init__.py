@@ -21,13 +21,13 @@ from .attention import scaled_dot_product_attention
 from .data import reversal_batch, shift_batch
 from .device import default_device, one_cpu_thread, seed_everything
 from .efficient import elu_feature_map, fused_attention, linear_attention
-from .encoder import DecoderBlock, Encoder, EncoderBlock, FeedForward, count_parameters
+from .encoder import DecoderBlock, Encoder, EncoderBlock, FeedForward, count_parameters, layer_norm
 from .gqa import CausalSelfAttention, GroupedQueryAttention, KVCache, kv_cache_bytes
 from .masks import causal_mask, padding_mask, sliding_window_mask
-from .multihead import MultiHeadAttention, attn_mask_to_mask, key_padding_mask_to_mask
+from .multihead import MultiHeadAttention, attn_mask_to_mask, key_padding_mask_to_mask, merge_heads, split_heads
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, sinusoidal_positional_encoding
 from .rotary import apply_rope, rope_frequencies
-from .training import TrainResult, antidiagonal_mass, diagonal_mass, train_attention
+from .training import TrainResult, antidiagonal_mass, diagonal_mass, train_attention, warmup_factor
 
 __version__ = "0.1.0"
 
@@ -38,12 +38,15 @@ __all__ = [
     "default_device",
     "seed_everything",
     "one_cpu_thread",
+    "split_heads",
+    "merge_heads",
     "MultiHeadAttention",
     "key_padding_mask_to_mask",
     "attn_mask_to_mask",
     "sinusoidal_positional_encoding",
     "SinusoidalPositionalEncoding",
     "LearnedPositionalEmbedding",
+    "layer_norm",
     "FeedForward",
     "EncoderBlock",
     "Encoder",
@@ -65,5 +68,6 @@ __all__ = [
     "TrainResult",
     "antidiagonal_mass",
     "diagonal_mass",
+    "warmup_factor",
     "__version__",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -18,7 +19,7 @@ from . import _validate as check
 from .masks import causal_mask
 from .multihead import MultiHeadAttention
 
-__all__ = ["FeedForward", "EncoderBlock", "Encoder", "DecoderBlock", "count_parameters"]
+__all__ = ["layer_norm", "FeedForward", "EncoderBlock", "Encoder", "DecoderBlock", "count_parameters"]
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "gelu": nn.GELU}
 
@@ -55,6 +56,25 @@ def _check_block_input(x: Tensor, mask: Tensor | None, attention: MultiHeadAtten
     if mask is not None:
         B, L, _ = x.shape
         check.mask(mask, (B, attention.num_heads, L, L), x.device, where, per_sequence=True)
+
+
+def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Tensor:
+    """LayerNorm over the last dim, written out: ``γ ⊙ (x - μ) / √(σ² + ε) + β``, ``(..., D) -> (..., D)``.
+
+    μ and σ² are each vector's mean and *biased* variance (divided by D, as ``nn.LayerNorm``
+    does); ``weight`` γ and ``bias`` β are ``(D,)``. The blocks use ``nn.LayerNorm``, which
+    computes the same. Taught in the chapter "The transformer encoder block".
+    """
+    where = "layer_norm"
+    if not isinstance(x, Tensor) or x.dim() < 1:
+        raise ValueError(f"{where}: x must be a tensor (..., D), got {getattr(x, 'shape', type(x).__name__)}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if not isinstance(t, Tensor) or tuple(t.shape) != (x.size(-1),):
+            shape = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
+            raise ValueError(f"{where}: {name} must be (D,) = ({x.size(-1)},) for x {tuple(x.shape)}, got {shape}")
+    mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)  # (..., 1): divides by D, as nn.LayerNorm does
+    return weight * (x - mean) / torch.sqrt(var + eps) + bias  # (..., D)
 
 
 def count_parameters(module: nn.Module, trainable_only: bool = False) -> int:

@@ -16,6 +16,7 @@ from torch import Tensor, nn
 from . import _validate as check
 from .attention import scaled_dot_product_attention
 from .masks import causal_mask
+from .multihead import merge_heads, split_heads
 
 __all__ = ["GroupedQueryAttention", "KVCache", "CausalSelfAttention", "kv_cache_bytes"]
 
@@ -139,21 +140,18 @@ class GroupedQueryAttention(nn.Module):
         """
         if check_inputs:  # before the cache grows, so a bad call leaves it unchanged
             self._check(query, key, value, mask, kv_cache)
-        B, Lq, _ = query.shape
-        Lk = key.size(1)
         if mask is not None and mask.dim() == 3:
             mask = mask[:, None]  # (B, 1, Lq, Lk): one mask per sequence, shared by the heads
-        q = self.w_q(query).view(B, Lq, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, Lq, d_k)
-        k = self.w_k(key).view(B, Lk, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, H_kv, Lk, d_k)
-        v = self.w_v(value).view(B, Lk, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, H_kv, Lk, d_k)
+        q = split_heads(self.w_q(query), self.num_heads)  # (B, H, Lq, d_k)
+        k = split_heads(self.w_k(key), self.num_kv_heads)  # (B, H_kv, Lk, d_k): only H_kv key heads
+        v = split_heads(self.w_v(value), self.num_kv_heads)  # (B, H_kv, Lk, d_k)
         if kv_cache is not None:
             k, v = kv_cache.append(k, v)  # (B, H_kv, T, d_k): the cache stores the small K/V
         group = self.num_heads // self.num_kv_heads
         k = k.repeat_interleave(group, dim=1)  # (B, H, T, d_k)
         v = v.repeat_interleave(group, dim=1)  # (B, H, T, d_k)
         out, weights = scaled_dot_product_attention(q, k, v, mask, check_inputs=False)  # (B, H, Lq, d_k), (B, H, Lq, T)
-        out = out.transpose(1, 2).reshape(B, Lq, self.d_model)  # (B, Lq, D)
-        return self.w_o(out), weights
+        return self.w_o(merge_heads(out)), weights  # (B, Lq, D)
 
     def _check(
         self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, kv_cache: KVCache | None

@@ -14,7 +14,35 @@ from torch import Tensor, nn
 from . import _validate as check
 from .attention import scaled_dot_product_attention
 
-__all__ = ["MultiHeadAttention", "key_padding_mask_to_mask", "attn_mask_to_mask"]
+__all__ = ["split_heads", "merge_heads", "MultiHeadAttention", "key_padding_mask_to_mask", "attn_mask_to_mask"]
+
+
+def split_heads(x: Tensor, num_heads: int) -> Tensor:
+    """Cut each position's features into heads: ``(B, L, D) -> (B, H, L, d_k)``, ``d_k = D / H``.
+
+    Head h gets features ``h·d_k .. (h+1)·d_k - 1``. A view of ``x`` (nothing is copied), no
+    longer contiguous. Grouped-query attention cuts its keys and values into ``num_kv_heads``
+    heads the same way. Taught in the chapter "Multi-head attention".
+    """
+    if not isinstance(x, Tensor) or x.dim() != 3:
+        raise ValueError(f"split_heads: x must be a 3-D tensor (B, L, D), got {getattr(x, 'shape', type(x).__name__)}")
+    check.positive_int(num_heads, "num_heads", "split_heads")
+    B, L, D = x.shape
+    check.divisible(D, "D", num_heads, "num_heads", "split_heads")
+    x = x.view(B, L, num_heads, D // num_heads)  # (B, L, H, d_k)
+    return x.transpose(1, 2)  # (B, H, L, d_k)
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """Put the heads side by side again: ``(B, H, L, d_k) -> (B, L, H·d_k)``, the inverse of :func:`split_heads`.
+
+    The result is ``Concat(head_0, ..., head_{H-1})`` along the features (a copy: the transposed
+    tensor is not contiguous). Taught in the chapter "Multi-head attention".
+    """
+    if not isinstance(x, Tensor) or x.dim() != 4:
+        raise ValueError(f"merge_heads: x must be a 4-D tensor (B, H, L, d_k), got {getattr(x, 'shape', type(x).__name__)}")
+    B, H, L, d_k = x.shape
+    return x.transpose(1, 2).reshape(B, L, H * d_k)  # (B, L, H, d_k) -> (B, L, D)
 
 
 class MultiHeadAttention(nn.Module):
@@ -41,12 +69,6 @@ class MultiHeadAttention(nn.Module):
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
-    def _split_heads(self, x: Tensor) -> Tensor:
-        """``(B, L, D) -> (B, H, L, d_k)``."""
-        B, L, _ = x.shape
-        x = x.view(B, L, self.num_heads, self.head_dim)  # (B, L, H, d_k)
-        return x.transpose(1, 2)  # (B, H, L, d_k)
-
     def forward(
         self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None, check_inputs: bool = True
     ) -> tuple[Tensor, Tensor]:
@@ -64,22 +86,19 @@ class MultiHeadAttention(nn.Module):
         """
         if check_inputs:
             self._check(query, key, value, mask)
-        B, Lq, D = query.shape
         if mask is not None and mask.dim() == 3:
             mask = mask[:, None]  # (B, 1, Lq, Lk): one mask per sequence, shared by the heads
 
-        q = self._split_heads(self.w_q(query))  # (B, H, Lq, d_k)
-        k = self._split_heads(self.w_k(key))  # (B, H, Lk, d_k)
-        v = self._split_heads(self.w_v(value))  # (B, H, Lk, d_k)
+        q = split_heads(self.w_q(query), self.num_heads)  # (B, H, Lq, d_k)
+        k = split_heads(self.w_k(key), self.num_heads)  # (B, H, Lk, d_k)
+        v = split_heads(self.w_v(value), self.num_heads)  # (B, H, Lk, d_k)
         heads, weights = scaled_dot_product_attention(q, k, v, mask, check_inputs=False)  # (B, H, Lq, d_k), (B, H, Lq, Lk)
         if self.training and self.dropout.p > 0.0:
             # Dropout acts on the weights, after softmax, so the values are recombined with the
             # dropped weights; PyTorch does the same and returns these dropped weights.
             weights = self.dropout(weights)  # (B, H, Lq, Lk)
             heads = weights @ v  # (B, H, Lq, d_k)
-        heads = heads.transpose(1, 2)  # (B, Lq, H, d_k)
-        heads = heads.reshape(B, Lq, D)  # (B, Lq, D): the heads side by side
-        return self.w_o(heads), weights
+        return self.w_o(merge_heads(heads)), weights  # (B, Lq, D): the heads side by side, mixed by W_O
 
     def _check(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> None:
         where = "MultiHeadAttention"

@@ -1,6 +1,7 @@
 """Train one attention layer on a toy task and watch what it learns.
 
-Taught in the chapter "Training attention". ``train_attention`` works with any module whose
+Taught in the chapter "Training attention" (``warmup_factor`` in the chapter "Layer norm
+placement"). ``train_attention`` works with any module whose
 ``forward(query, key, value, mask=None)`` returns ``(output (B, Lq, D), weights (B, H, Lq, Lk))``:
 ``lessons_src.multihead.MultiHeadAttention``, ``GroupedQueryAttention``, or PyTorch's own
 attention through ``TorchMultiheadAttention``.
@@ -28,6 +29,7 @@ __all__ = [
     "antidiagonal_mass",
     "diagonal_mass",
     "TorchMultiheadAttention",
+    "warmup_factor",
 ]
 
 #: A task makes one batch: ``task(batch_size, seq_len, d_model, generator=, device=)`` returns
@@ -223,3 +225,20 @@ class TorchMultiheadAttention(nn.Module):
         return self.attention(
             query, key, value, attn_mask=attn_mask, need_weights=True, average_attn_weights=False
         )  # (B, Lq, D), (B, H, Lq, Lk)
+
+
+def warmup_factor(step: int, warmup_steps: int) -> float:
+    """Learning-rate multiplier of a linear warm-up: ``min(1, (step + 1) / warmup_steps)``.
+
+    ``step`` counts optimizer steps from 0, as ``LambdaLR`` does, so the first step already uses
+    ``lr / warmup_steps`` (not 0) and step ``warmup_steps - 1`` the full rate; ``warmup_steps=0``
+    means no warm-up. Use it as ``LambdaLR(optimizer, lambda s: warmup_factor(s, w))``; PyTorch's
+    ``LinearLR(optimizer, start_factor=1 / w, total_iters=w - 1)`` is the same schedule.
+    Taught in the chapter "Layer norm placement".
+    """
+    for name, n in (("step", step), ("warmup_steps", warmup_steps)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"warmup_factor: {name} must be an int >= 0, got {n!r}")
+    if warmup_steps == 0:
+        return 1.0
+    return min(1.0, (step + 1) / warmup_steps)

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.testing import assert_close
 
-from lessons_src.encoder import DecoderBlock, Encoder, EncoderBlock, FeedForward, count_parameters
+from lessons_src.encoder import DecoderBlock, Encoder, EncoderBlock, FeedForward, count_parameters, layer_norm
 from lessons_src.masks import causal_mask, padding_mask
 
 TOL = {"atol": 1e-5, "rtol": 1e-5}
@@ -23,6 +23,30 @@ def _randomize(module: nn.Module, seed: int) -> None:
     with torch.no_grad():
         for p in module.parameters():
             p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.3 + (1.0 if p.dim() == 1 else 0.0) * 0.2)
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 16), (2, 5, 32), (2, 3, 4, 8)])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_layer_norm_matches_torch(shape, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = 3 * torch.randn(shape, generator=g, dtype=torch.float64) + 1  # far from unit scale
+    norm = nn.LayerNorm(shape[-1], dtype=torch.float64)
+    _randomize(norm, seed)  # gamma and beta away from 1 and 0
+    ours = x.clone().requires_grad_(True)
+    theirs = x.clone().requires_grad_(True)
+    out = layer_norm(ours, norm.weight, norm.bias)
+    assert_close(out, norm(theirs), **TOL)
+    assert_close(out, F.layer_norm(x, (shape[-1],), norm.weight, norm.bias, eps=1e-5), **TOL)
+    grad = torch.randn(out.shape, generator=g, dtype=torch.float64)
+    out.backward(grad)
+    norm(theirs).backward(grad)
+    assert_close(ours.grad, theirs.grad, **TOL)
+    assert_close(layer_norm(x, norm.weight, norm.bias, eps=0.1), F.layer_norm(x, (shape[-1],), norm.weight, norm.bias, eps=0.1), **TOL)
+
+
+def test_layer_norm_errors():
+    with pytest.raises(ValueError, match=r"layer_norm: bias must be \(D,\) = \(8,\) for x \(2, 8\), got \(4,\)"):
+        layer_norm(torch.randn(2, 8), torch.ones(8), torch.zeros(4))
 
 
 def _torch_layer(D=16, H=4, d_ff=32, norm_first=False, activation="relu", seed=0, **kw):

@@ -10,7 +10,13 @@ from torch import nn
 from torch.testing import assert_close
 
 from lessons_src.masks import causal_mask, padding_mask
-from lessons_src.multihead import MultiHeadAttention, attn_mask_to_mask, key_padding_mask_to_mask
+from lessons_src.multihead import (
+    MultiHeadAttention,
+    attn_mask_to_mask,
+    key_padding_mask_to_mask,
+    merge_heads,
+    split_heads,
+)
 
 TOL = {"atol": 1e-5, "rtol": 1e-5}
 
@@ -36,6 +42,30 @@ def _pair(D: int, H: int, bias: bool = True, seed: int = 0, dropout: float = 0.0
 
 def _torch(ref: nn.MultiheadAttention, q, k, v, **kw):
     return ref(q, k, v, need_weights=True, average_attn_weights=False, **kw)
+
+
+@pytest.mark.parametrize("B,L,D,H", [(2, 5, 12, 3), (1, 1, 8, 8), (3, 4, 16, 1), (2, 6, 32, 4)])
+def test_split_heads_gives_head_h_its_block_of_features(B, L, D, H):
+    x = torch.randn(B, L, D, generator=torch.Generator().manual_seed(D))
+    heads = split_heads(x, H)
+    d_k = D // H
+    assert heads.shape == (B, H, L, d_k) and heads.data_ptr() == x.data_ptr()  # a view
+    for h in range(H):
+        assert torch.equal(heads[:, h], x[..., h * d_k : (h + 1) * d_k])
+    merged = merge_heads(heads)
+    assert torch.equal(merged, x)  # the inverse
+    assert torch.equal(merged, torch.cat([heads[:, h] for h in range(H)], dim=-1))  # Concat(head_0, ...)
+
+
+def test_split_and_merge_heads_errors():
+    with pytest.raises(ValueError, match=r"split_heads: D=10 is not divisible by num_heads=3"):
+        split_heads(torch.randn(2, 4, 10), 3)
+    with pytest.raises(ValueError, match=r"split_heads: x must be a 3-D tensor \(B, L, D\), got torch.Size\(\[4, 10\]\)"):
+        split_heads(torch.randn(4, 10), 2)
+    with pytest.raises(ValueError, match=r"split_heads: num_heads must be a positive int, got 0"):
+        split_heads(torch.randn(2, 4, 10), 0)
+    with pytest.raises(ValueError, match=r"merge_heads: x must be a 4-D tensor \(B, H, L, d_k\)"):
+        merge_heads(torch.randn(2, 4, 10))
 
 
 @pytest.mark.parametrize("shape", SHAPES)
