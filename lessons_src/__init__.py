@@ -4,15 +4,18 @@ Each module holds one concept and names the chapter that teaches it:
 
 - ``attention``: scaled dot-product attention (chapter "Attention from scratch")
 - ``masks``: causal, padding and sliding-window masks, True = may attend (chapter "Masking")
-- ``multihead``: multi-head attention and PyTorch's mask conventions (chapter "Multi-head attention")
-- ``data``, ``training``: toy tasks and a training loop (chapter "Training attention")
+- ``multihead``: split/merge heads, multi-head attention, PyTorch's mask conventions (chapter
+  "Multi-head attention")
+- ``data``, ``training``: toy tasks and a training loop (chapter "Training attention"), the warm-up
+  (chapter "Layer norm placement")
 - ``positional``: sinusoidal and learned positions (chapter "The transformer encoder block")
-- ``encoder``: feed-forward, encoder and decoder blocks (chapters "The transformer encoder block"
-  and "Decoder blocks and cross-attention")
+- ``encoder``: layer norm, feed-forward, encoder and decoder blocks (chapters "The transformer encoder
+  block" and "Decoder blocks and cross-attention")
 - ``efficient``: linear attention and PyTorch's fused kernels (chapter "Efficient attention")
 - ``gqa``: grouped-query attention and the KV cache (chapter "Grouped-query attention and the KV cache")
 - ``rotary``: rotary position embeddings (chapter "Rotary position embeddings")
 - ``device``: device and seeding helpers, used by every chapter
+- ``_validate``: the input checks every public function and ``forward`` makes once, at its boundary
 - ``plotting``, ``widgets``: heatmaps, and sliders that work live and on the static site
 - ``checks``: exercise checks that name the learner's mistake
 """
