@@ -30,7 +30,7 @@ import torch
 
 from lessons_src.attention import scaled_dot_product_attention
 from lessons_src.device import default_device
-from lessons_src.variants import fused_attention
+from lessons_src.efficient import fused_attention
 
 BATCH, NUM_HEADS, HEAD_DIM = 1, 8, 64
 MIB = 2**20
