@@ -73,6 +73,7 @@ def _free_port():
 @pytest.fixture(scope="module")
 def report(pytestconfig):
     """Timings collected by the tests; printed as a table (and saved) when the module is done."""
+    shutil.rmtree(ARTIFACTS, ignore_errors=True)  # no screenshot left from an earlier run
     data = {"setup": {}, "chapters": {}}
     yield data
     lines = _format_report(data)
