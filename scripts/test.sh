@@ -38,7 +38,7 @@ run_stage() {
     lint) ruff check lessons_src tests scripts benchmarks book/_ext || ok=1; check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml || ok=1; zizmor --offline --strict-collection --min-severity high .github/workflows || ok=1 ;;
     unit) pytest -q -m "not site and not dist and not launch and not frontend" || ok=1 ;;
     dist) pytest -q -m dist || ok=1 ;;
-    notebooks) pytest -q -m launch || ok=1 ;;
+    notebooks) pytest -q -m launch -n 2 || ok=1 ;;  # two xdist workers (tests/test_launch.py)
     site) pytest -q -m site || ok=1 ;;
     frontend) pytest -q -m frontend || ok=1 ;;
     *) echo "unknown stage '$1' (lint, unit, dist, notebooks, site, frontend)" >&2; ok=1 ;;

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from launch_env import pytest_terminal_summary  # noqa: F401  (the launch stage's per-venv timings)
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,0 +1,182 @@
+"""Every notebook as a learner launches it in Colab: alone, with Colab's libraries, the course
+package installed by the notebook's own first cell, on ipywidgets 7.7.1 (Colab's) and 8.
+
+How Colab runs a notebook, and how this test does the same:
+
+* Colab opens one ``.ipynb`` with no repository around it. Each notebook of book/ (status.ipynb
+  included), exercises/ and solutions/ is copied, byte for byte, alone into an empty folder and
+  executed there with nbval (``--nbval-lax``: every cell must run without an exception; outputs
+  are not compared), the launch venv's own pytest and kernel (``--nbval-current-env``), 15 minutes
+  per cell at most. Solutions run with ``LESSONS_SRC_STRICT=1`` (a failing check raises);
+  exercises do not (their stubs fail their checks by design: feedback, not an error).
+* Colab has its own libraries and no ``lessons_src``. Two fresh venvs, built concurrently (pip
+  reuses its cache), hold what Colab preinstalls, torch at the project's pin (``torch==2.13.0``
+  from pyproject.toml: the CPU wheel here, the CUDA build of the same version on a GPU machine;
+  nothing here assumes CPU), plus nbval and pytest:
+
+  - ``ipywidgets7.7.1``: Colab's own versions (tests/launch_env.py ``COLAB``, from
+    googlecolab/backend-info's pip-freeze.txt): ipywidgets 7.7.1, ipykernel 6.17.1, IPython 7.34.0,
+    jupyter_client 7.4.9, traitlets 5.7.1, numpy 2.1.3, matplotlib 3.10.0, pytest 8.4.2, and
+    pip 24.1.2, which runs the install cell. All of them install and run on Python 3.11 (Colab
+    itself is on 3.13 now; this project's CI Python is 3.11). notebook 6.5.7 (Colab's) because
+    ipywidgets 7 pulls in a notebook package anyway, and 6.5 is the lighter one.
+  - ``ipywidgets8``: the newest of everything with ipywidgets 8 (JupyterLab, Binder, a learner's
+    own Jupyter), so a release of a dependency that breaks a notebook shows up here first.
+* The install cell runs ``%pip install --no-deps "lessons-src @ git+<repository.url>@v<version>"``,
+  unchanged. That URL cannot be reached from CI, so git is told, through environment variables
+  only (``GIT_CONFIG_COUNT``/``KEY_0``/``VALUE_0``: ``url.<file URL>.insteadOf <repository.url>``),
+  to fetch it from a local repository holding the working tree (``git ls-files -co
+  --exclude-standard``), committed and tagged ``v<version>``. pip clones it, builds a wheel and
+  installs it, as in Colab.
+* The first notebook to run in each venv finds no ``lessons_src`` (asserted when the venv is
+  built), and its install cell must install it: as a wheel into that venv's site-packages,
+  recorded by pip as the release tag of the repository URL at the local commit, not editable,
+  with every subpackage. Installing it afresh for each of the 68 runs would cost a pip build each,
+  so later notebooks in the same venv find it installed (the cell's ``import`` succeeds, as in a
+  second notebook of one Colab runtime) and re-check only that it is that same wheel.
+* A slider that loses its live ipywidgets view still shows its precomputed frames, with a warning;
+  here that warning is an error (``PYTHONWARNINGS``), so every slider is live on both majors.
+
+Speed: ``bash scripts/test.sh notebooks`` runs ``pytest -m launch -n 2`` (pytest-xdist). The first
+worker to arrive builds both venvs at once while the other waits; then both run notebooks from
+either venv (a file lock lets the first notebook in a venv finish its install before the next
+starts there). Each kernel gets the CPU cores divided among the workers (``OMP_NUM_THREADS``):
+two kernels with two threads each on two cores ran a chapter 12 times slower. Without xdist the
+same runs in one process. Set ``LESSONS_SRC_LAUNCH_CACHE`` to a directory (e.g. ``.venv/launch``,
+ignored by git) to keep the venvs between local runs: they are reused after uninstalling
+``lessons_src``; delete the directory to pick up new releases of the newest venv's packages. CI
+starts from a fresh clone without it. Each venv's build time, notebook times, and slowest notebooks
+are printed at the end of the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from launch_env import (
+    ENVS,
+    ROOT,
+    installed_lessons_src,
+    locked,
+    prepare,
+    release_repository,
+    run_notebook,
+    sync_notebooks,
+)
+
+pytestmark = pytest.mark.launch
+
+NOTEBOOKS = sync_notebooks.notebooks()  # book/ (status.ipynb included), exercises/, solutions/
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+# Notebook by notebook, each in both venvs: two workers start on different venvs.
+PARAMS = [pytest.param(name, notebook, id=f"{name}-{_rel(notebook)}") for notebook in NOTEBOOKS for name in ENVS]
+
+
+@pytest.fixture(scope="session")
+def launched(request, tmp_path_factory):
+    """The venvs this run needs and the release repository, prepared once for all xdist workers."""
+    names = sorted({item.callspec.params["name"] for item in request.session.items
+                    if item.get_closest_marker("launch") and hasattr(item, "callspec")})
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the session's directory, above each worker's own
+    cache = os.environ.get("LESSONS_SRC_LAUNCH_CACHE")
+    return prepare(shared, names, (ROOT / cache).resolve() if cache else None)
+
+
+def test_the_repository_url_resolves_to_the_local_release(tmp_path):
+    """The git setting alone turns the notebooks' repository URL into the local repository."""
+    release = release_repository(tmp_path / "release")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")} | release.git_environment()
+    out = subprocess.run(["git", "ls-remote", "--tags", sync_notebooks.repository_url(), release.tag], env=environ,
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.split() == [release.commit, f"refs/tags/{release.tag}"]
+    for name in ("lessons_src/__init__.py", "pyproject.toml", "book/01_attention_from_scratch.ipynb"):
+        assert (release.path / name).read_bytes() == (ROOT / name).read_bytes()
+
+
+def _execute(env, release, notebook: Path, strict: bool):
+    """Run one notebook; return nbval's process, its seconds, and whether its install cell
+    installed lessons_src (the first notebook in each venv does; the others wait until it has)."""
+    with locked(env.path / ".first-notebook.lock"):
+        first = installed_lessons_src(env) is None
+        if first:
+            t0 = time.perf_counter()
+            proc = run_notebook(env, release, notebook, strict)
+            seconds = time.perf_counter() - t0
+    if not first:
+        t0 = time.perf_counter()
+        proc = run_notebook(env, release, notebook, strict)
+        seconds = time.perf_counter() - t0
+    return proc, seconds, first and installed_lessons_src(env) is not None
+
+
+@pytest.mark.parametrize("name, notebook", PARAMS)
+def test_notebook_runs_alone_as_in_colab(name, notebook, launched, tmp_path, record_property):
+    envs, release = launched
+    env = envs[name]
+    where = f"{_rel(notebook)} on {name} ({env.describe()})"
+    record_property("launch_env", name)
+    record_property("launch_notebook", _rel(notebook))
+    record_property("launch_build_seconds", env.build_seconds)
+    record_property("launch_versions", env.describe() + (" (venv reused)" if env.reused else ""))
+
+    content = tmp_path / "content"  # Colab's working directory: nothing but this notebook
+    content.mkdir()
+    copy = Path(shutil.copy(notebook, content))
+    assert hashlib.sha256(copy.read_bytes()).digest() == hashlib.sha256(notebook.read_bytes()).digest()
+
+    proc, seconds, installed_here = _execute(env, release, copy, strict=notebook.parent.name == "solutions")
+    record_property("launch_seconds", seconds)
+    if installed_here:
+        record_property("launch_installed_by", _rel(notebook))
+    installed = installed_lessons_src(env)
+    assert proc.returncode == 0, f"{where} failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-2000:]}"
+    assert sorted(p.name for p in content.iterdir()) == [notebook.name], f"{where} left files in its folder"
+    assert installed is not None, f"{where}: the install cell did not install lessons_src"
+    # What pip recorded: the release tag of the notebook's repository URL, cloned by git from the
+    # local repository (its commit), built as a wheel into this venv; not editable, not the checkout.
+    assert installed.direct_url["url"] == sync_notebooks.repository_url(), where
+    assert installed.direct_url["vcs_info"] == {"vcs": "git", "requested_revision": release.tag,
+                                                "commit_id": release.commit}, where
+    assert not installed.editable and "dir_info" not in installed.direct_url, where
+    assert installed.dist_info.parent == env.site_packages, where
+    assert (installed.dist_info / "WHEEL").is_file(), where
+    modules = {f for f in installed.files if f.startswith("lessons_src/") and f.endswith(".py")}
+    assert "lessons_src/__init__.py" in modules and "lessons_src/checks/__init__.py" in modules, where
+    assert all((env.site_packages / m).is_file() for m in modules), where
+    pth = "".join(p.read_text() for p in env.site_packages.glob("*.pth"))
+    assert str(ROOT) not in pth, f"{where}: a .pth file points at the checkout"
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_a_dead_slider_fails_the_run(name, launched, tmp_path):
+    """Without live ipywidgets an InteractiveFigure shows its static frames and warns; in this
+    stage that fails the notebook (DEAD_SLIDERS_FAIL), so the sliders above were live on both majors."""
+    envs, release = launched
+    cells = [
+        sync_notebooks.install_cell_source(),
+        "import sys\nsys.modules['ipywidgets'] = None  # what a kernel without usable ipywidgets amounts to",
+        "import matplotlib.pyplot as plt\nfrom lessons_src.widgets import InteractiveFigure, Slider\n"
+        "fig, ax = plt.subplots()\n(line,) = ax.plot([0, 1], [0, 1])\n"
+        "InteractiveFigure(fig, lambda slope: line.set_ydata([0, slope]), [Slider('slope', [1, 2])], alt='a line')",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    (tmp_path / "content").mkdir()
+    path = tmp_path / "content" / "dead_slider.ipynb"
+    nbformat.write(nb, path)
+    proc, _, _ = _execute(envs[name], release, path, strict=False)
+    assert proc.returncode != 0 and "live sliders unavailable (ModuleNotFoundError" in proc.stdout, proc.stdout[-3000:]
