@@ -3,12 +3,19 @@
 Each module holds one concept and names the chapter that teaches it:
 
 - ``attention``: scaled dot-product attention (chapter "Attention from scratch")
-- ``masks``: causal and padding masks, True = may attend (chapter "Masking")
-- ``multihead``: multi-head attention and PyTorch's mask conventions (chapter "Multi-head attention")
-- ``positional``: sinusoidal and learned positions (chapter "The encoder block")
-- ``encoder``: feed-forward, encoder and decoder blocks (chapters "The encoder block", "Variants")
-- ``variants``: grouped-query, rotary, sliding-window, linear and fused attention, KV cache (chapter "Variants")
-- ``data``, ``training``: toy tasks and a training loop (chapter "Training attention")
+- ``masks``: causal, padding and sliding-window masks, True = may attend (chapter "Masking")
+- ``multihead``: split/merge heads, multi-head attention, PyTorch's mask conventions (chapter
+  "Multi-head attention")
+- ``data``, ``training``: toy tasks and a training loop (chapter "Training attention"), the warm-up
+  (chapter "Layer norm placement")
+- ``positional``: sinusoidal and learned positions (chapter "The transformer encoder block")
+- ``encoder``: layer norm, feed-forward, encoder and decoder blocks (chapters "The transformer encoder
+  block" and "Decoder blocks and cross-attention")
+- ``efficient``: linear attention and PyTorch's fused kernels (chapter "Efficient attention")
+- ``gqa``: grouped-query attention and the KV cache (chapter "Grouped-query attention and the KV cache")
+- ``rotary``: rotary position embeddings (chapter "Rotary position embeddings")
+- ``device``: device and seeding helpers, used by every chapter
+- ``_validate``: the input checks every public function and ``forward`` makes once, at its boundary
 - ``plotting``, ``widgets``: heatmaps, and sliders that work live and on the static site
 - ``checks``: exercise checks that name the learner's mistake
 """
@@ -16,22 +23,14 @@ Each module holds one concept and names the chapter that teaches it:
 from .attention import scaled_dot_product_attention
 from .data import reversal_batch, shift_batch
 from .device import default_device, one_cpu_thread, seed_everything
-from .encoder import DecoderBlock, Encoder, EncoderBlock, FeedForward, count_parameters
-from .masks import causal_mask, padding_mask
-from .multihead import MultiHeadAttention, attn_mask_to_mask, key_padding_mask_to_mask
+from .efficient import elu_feature_map, fused_attention, linear_attention
+from .encoder import DecoderBlock, Encoder, EncoderBlock, FeedForward, count_parameters, layer_norm
+from .gqa import CausalSelfAttention, GroupedQueryAttention, KVCache, kv_cache_bytes
+from .masks import causal_mask, padding_mask, sliding_window_mask
+from .multihead import MultiHeadAttention, attn_mask_to_mask, key_padding_mask_to_mask, merge_heads, split_heads
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, sinusoidal_positional_encoding
-from .training import TrainResult, antidiagonal_mass, diagonal_mass, train_attention
-from .variants import (
-    CausalSelfAttention,
-    GroupedQueryAttention,
-    KVCache,
-    apply_rope,
-    fused_attention,
-    kv_cache_bytes,
-    linear_attention,
-    rope_frequencies,
-    sliding_window_mask,
-)
+from .rotary import apply_rope, rope_frequencies
+from .training import TrainResult, antidiagonal_mass, diagonal_mass, train_attention, warmup_factor
 
 __version__ = "0.1.0"
 
@@ -42,12 +41,15 @@ __all__ = [
     "default_device",
     "seed_everything",
     "one_cpu_thread",
+    "split_heads",
+    "merge_heads",
     "MultiHeadAttention",
     "key_padding_mask_to_mask",
     "attn_mask_to_mask",
     "sinusoidal_positional_encoding",
     "SinusoidalPositionalEncoding",
     "LearnedPositionalEmbedding",
+    "layer_norm",
     "FeedForward",
     "EncoderBlock",
     "Encoder",
@@ -60,6 +62,7 @@ __all__ = [
     "rope_frequencies",
     "apply_rope",
     "sliding_window_mask",
+    "elu_feature_map",
     "linear_attention",
     "fused_attention",
     "reversal_batch",
@@ -68,5 +71,6 @@ __all__ = [
     "TrainResult",
     "antidiagonal_mass",
     "diagonal_mass",
+    "warmup_factor",
     "__version__",
 ]

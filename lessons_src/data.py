@@ -1,4 +1,6 @@
-"""Toy tasks that a single attention layer can learn. Taught in the chapter "Training attention".
+"""Toy tasks that a single attention layer can learn.
+
+Taught in the chapter "Training attention".
 
 Every task returns ``(query, key, value, target)``. The inputs are random vectors x ``(B, L, D)``;
 key = value = x, and the query at position i is the input vector that the target at position i
@@ -12,6 +14,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from . import _validate as check
+
 __all__ = ["reversal_batch", "shift_batch"]
 
 
@@ -23,9 +27,8 @@ def _random_inputs(
     device: torch.device | str | None,
     where: str,
 ) -> Tensor:
-    for name, v in (("batch_size", batch_size), ("seq_len", seq_len), ("d_model", d_model)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{where}: {name} must be a positive int, got {v!r}")
+    for name, n in (("batch_size", batch_size), ("seq_len", seq_len), ("d_model", d_model)):
+        check.positive_int(n, name, where)
     if device is None:
         device = generator.device if generator is not None else torch.device("cpu")
     device = torch.device(device)
@@ -48,7 +51,7 @@ def reversal_batch(
 
     x is standard normal; key = value = x; query = target = x reversed along L, so
     ``target[:, i] = x[:, L-1-i]`` and the ideal weights are the anti-diagonal. ``device``
-    defaults to the generator's device (CPU without one). Chapter "Training attention".
+    defaults to the generator's device (CPU without one). Taught in the chapter "Training attention".
     """
     x = _random_inputs(batch_size, seq_len, d_model, generator, device, "reversal_batch")  # (B, L, D)
     reversed_x = x.flip(1)  # (B, L, D)
@@ -68,7 +71,7 @@ def shift_batch(
     key = value = x; query = target = x rolled by ``shift`` along L, so
     ``target[:, i] = x[:, (i - shift) mod L]``. The ideal weights sit on the cyclic diagonal
     ``j = (i - shift) mod L``: measure them with ``diagonal_mass(weights, -shift)``.
-    Chapter "Training attention" (exercises).
+    Taught in the chapter "Training attention" (and its exercise).
     """
     if isinstance(shift, bool) or not isinstance(shift, int):
         raise ValueError(f"shift_batch: shift must be an int, got {shift!r}")

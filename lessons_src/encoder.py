@@ -1,7 +1,7 @@
 """The transformer block: attention and a feed-forward net, each wrapped in residual + LayerNorm.
 
-``FeedForward``, ``EncoderBlock`` and ``Encoder`` are taught in "The encoder block" chapter;
-``DecoderBlock`` (causal self-attention + cross-attention) in the chapter "Decoder blocks and cross-attention". Each block
+Taught in the chapter "The transformer encoder block" (``FeedForward``, ``EncoderBlock``,
+``Encoder``) and in the chapter "Decoder blocks and cross-attention" (``DecoderBlock``). Each block
 mirrors PyTorch's layer attribute for attribute, and ``from_torch`` copies a PyTorch layer's
 weights so a chapter can check its block against ``nn.TransformerEncoderLayer``.
 Masks are the course's: boolean, **True = may attend**.
@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from . import _validate as check
 from .masks import causal_mask
-from .multihead import MultiHeadAttention, _check_mask
+from .multihead import MultiHeadAttention
 
-__all__ = ["FeedForward", "EncoderBlock", "Encoder", "DecoderBlock", "count_parameters"]
+__all__ = ["layer_norm", "FeedForward", "EncoderBlock", "Encoder", "DecoderBlock", "count_parameters"]
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "gelu": nn.GELU}
 
@@ -40,16 +42,6 @@ def _activation_name(activation: str | Callable[[Tensor], Tensor], where: str) -
     raise ValueError(f"{where}: activation must be relu or (exact) gelu, got {activation!r}")
 
 
-def _check_x(x: Tensor, d_model: int, where: str, name: str = "x") -> None:
-    if not isinstance(x, Tensor) or x.dim() != 3:
-        shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-        raise ValueError(f"{where}: {name} must be a 3-D tensor (B, L, d_model), got {shape}")
-    if x.size(-1) != d_model:
-        raise ValueError(
-            f"{where}: {name}'s last dim is {x.size(-1)} but d_model={d_model} ({name} shape {tuple(x.shape)})"
-        )
-
-
 def _check_norms(layer: nn.Module, names: tuple[str, ...], where: str) -> float:
     """Return the LayerNorms' shared eps, refusing layers whose norms disagree."""
     eps = {getattr(layer, n).eps for n in names}
@@ -58,10 +50,37 @@ def _check_norms(layer: nn.Module, names: tuple[str, ...], where: str) -> float:
     return eps.pop()
 
 
+def _check_block_input(x: Tensor, mask: Tensor | None, attention: MultiHeadAttention, where: str) -> None:
+    """x ``(B, L, D)`` for a stack of self-attention blocks, and a mask for its ``(B, H, L, L)`` scores."""
+    check.sequence(x, "x", attention.d_model, where, weight=attention.w_q.weight)
+    if mask is not None:
+        B, L, _ = x.shape
+        check.mask(mask, (B, attention.num_heads, L, L), x.device, where, per_sequence=True)
+
+
+def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Tensor:
+    """LayerNorm over the last dim, written out: ``γ ⊙ (x - μ) / √(σ² + ε) + β``, ``(..., D) -> (..., D)``.
+
+    μ and σ² are each vector's mean and *biased* variance (divided by D, as ``nn.LayerNorm``
+    does); ``weight`` γ and ``bias`` β are ``(D,)``. The blocks use ``nn.LayerNorm``, which
+    computes the same. Taught in the chapter "The transformer encoder block".
+    """
+    where = "layer_norm"
+    if not isinstance(x, Tensor) or x.dim() < 1:
+        raise ValueError(f"{where}: x must be a tensor (..., D), got {getattr(x, 'shape', type(x).__name__)}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if not isinstance(t, Tensor) or tuple(t.shape) != (x.size(-1),):
+            shape = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
+            raise ValueError(f"{where}: {name} must be (D,) = ({x.size(-1)},) for x {tuple(x.shape)}, got {shape}")
+    mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)  # (..., 1): divides by D, as nn.LayerNorm does
+    return weight * (x - mean) / torch.sqrt(var + eps) + bias  # (..., D)
+
+
 def count_parameters(module: nn.Module, trainable_only: bool = False) -> int:
     """Number of scalar parameters in ``module`` (only those with ``requires_grad`` if ``trainable_only``).
 
-    Taught in "The encoder block" chapter.
+    Taught in the chapter "The transformer encoder block".
     """
     return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
 
@@ -70,7 +89,7 @@ class FeedForward(nn.Module):
     """Position-wise feed-forward net: ``(B, L, D) -> (B, L, d_ff) -> (B, L, D)``.
 
     ``linear2(dropout(activation(linear1(x))))``, the same at every position; names as in
-    PyTorch's ``TransformerEncoderLayer``. Taught in "The encoder block" chapter.
+    PyTorch's ``TransformerEncoderLayer``. Taught in the chapter "The transformer encoder block".
     """
 
     def __init__(
@@ -93,7 +112,7 @@ class EncoderBlock(nn.Module):
 
     Post-LN (``norm_first=False``, the original paper): ``x = norm(x + sublayer(x))``;
     pre-LN (``norm_first=True``): ``x = x + sublayer(norm(x))``. Shapes ``(B, L, D) -> (B, L, D)``.
-    Taught in "The encoder block" chapter.
+    Taught in the chapter "The transformer encoder block".
     """
 
     def __init__(
@@ -118,18 +137,21 @@ class EncoderBlock(nn.Module):
         self.dropout2 = nn.Dropout(dropout)
 
     def _sa(self, x: Tensor, mask: Tensor | None) -> Tensor:
-        return self.dropout1(self.self_attn(x, x, x, mask)[0])  # (B, L, D)
+        return self.dropout1(self.self_attn(x, x, x, mask, check_inputs=False)[0])  # (B, L, D)
 
     def _ff(self, x: Tensor) -> Tensor:
         return self.dropout2(self.ff(x))  # (B, L, D)
 
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, mask: Tensor | None = None, check_inputs: bool = True) -> Tensor:
         """``(B, L, D) -> (B, L, D)``.
 
-        ``mask`` is boolean, True = may attend, broadcastable to ``(B, H, L, L)``; for padding
-        use ``padding_mask(lengths)[:, None, None, :]`` ``(B, 1, 1, L)``.
+        ``mask`` is boolean, True = may attend, read as by :class:`MultiHeadAttention`: ``(L, L)``,
+        ``(B, L, L)`` (one per sequence), or anything broadcastable to ``(B, H, L, L)``, e.g.
+        padding ``padding_mask(lengths)[:, None, None, :]`` ``(B, 1, 1, L)``. The block checks
+        ``x`` and ``mask`` here, once (``check_inputs=False`` skips that, for a stack that has).
         """
-        _check_x(x, self.d_model, "EncoderBlock")
+        if check_inputs:
+            _check_block_input(x, mask, self.self_attn, "EncoderBlock")
         if self.norm_first:
             x = x + self._sa(self.norm1(x), mask)
             x = x + self._ff(self.norm2(x))
@@ -144,7 +166,7 @@ class EncoderBlock(nn.Module):
 
         Reads ``norm_first``, the activation (string, ``F.relu``/``F.gelu`` or module), eps,
         ``d_ff``, dropout and ``bias`` from ``layer``. The copy is always batch first: with a
-        ``batch_first=False`` layer, feed it ``x.transpose(0, 1)``. Taught in "The encoder block" chapter.
+        ``batch_first=False`` layer, feed it ``x.transpose(0, 1)``. Taught in the chapter "The transformer encoder block".
         """
         if not isinstance(layer, nn.TransformerEncoderLayer):
             raise ValueError(
@@ -175,7 +197,7 @@ class Encoder(nn.Module):
 
     Pre-LN blocks leave their output un-normalised, so ``norm_first=True`` adds ``norm``;
     post-LN blocks end in a LayerNorm already (``norm`` is None). ``(B, L, D) -> (B, L, D)``.
-    Taught in "The encoder block" chapter.
+    Taught in the chapter "The transformer encoder block".
     """
 
     def __init__(
@@ -191,8 +213,7 @@ class Encoder(nn.Module):
         bias: bool = True,
     ) -> None:
         super().__init__()
-        if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
-            raise ValueError(f"Encoder: num_layers must be a positive int, got {num_layers!r}")
+        check.positive_int(num_layers, "num_layers", "Encoder")
         self.layers = nn.ModuleList(
             EncoderBlock(d_model, num_heads, d_ff, dropout, norm_first, activation, layer_norm_eps, bias)
             for _ in range(num_layers)
@@ -201,8 +222,9 @@ class Encoder(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         """``(B, L, D) -> (B, L, D)``; ``mask`` as in :meth:`EncoderBlock.forward` (True = may attend)."""
+        _check_block_input(x, mask, self.layers[0].self_attn, "Encoder")
         for layer in self.layers:
-            x = layer(x, mask)  # (B, L, D)
+            x = layer(x, mask, check_inputs=False)  # (B, L, D): checked once, above
         if self.norm is not None:
             x = self.norm(x)
         return x
@@ -212,7 +234,7 @@ class Encoder(nn.Module):
         """An :class:`Encoder` with the weights of a PyTorch ``nn.TransformerEncoder``.
 
         Each layer goes through :meth:`EncoderBlock.from_torch`; ``norm`` copies ``enc.norm``
-        (a LayerNorm or None, whatever ``norm_first`` is). Taught in "The encoder block" chapter.
+        (a LayerNorm or None, whatever ``norm_first`` is). Taught in the chapter "The transformer encoder block".
         """
         if not isinstance(enc, nn.TransformerEncoder):
             raise ValueError(f"Encoder.from_torch: expected nn.TransformerEncoder, got {type(enc).__name__}")
@@ -274,10 +296,10 @@ class DecoderBlock(nn.Module):
         self.dropout3 = nn.Dropout(dropout)
 
     def _sa(self, x: Tensor, mask: Tensor) -> Tensor:
-        return self.dropout1(self.self_attn(x, x, x, mask)[0])  # (B, L, D)
+        return self.dropout1(self.self_attn(x, x, x, mask, check_inputs=False)[0])  # (B, L, D)
 
     def _ca(self, x: Tensor, memory: Tensor, mask: Tensor | None) -> Tensor:
-        return self.dropout2(self.cross_attn(x, memory, memory, mask)[0])  # (B, L, D)
+        return self.dropout2(self.cross_attn(x, memory, memory, mask, check_inputs=False)[0])  # (B, L, D)
 
     def _ff(self, x: Tensor) -> Tensor:
         return self.dropout3(self.ff(x))  # (B, L, D)
@@ -287,21 +309,24 @@ class DecoderBlock(nn.Module):
     ) -> Tensor:
         """``x (B, L, D), memory (B, Lm, D) -> (B, L, D)``; position t sees x[:t+1] and all of memory.
 
-        The causal mask is applied here; ``self_mask`` (broadcastable to ``(B, H, L, L)``, e.g.
-        target padding ``(B, 1, 1, L)``) is AND-ed with it. ``memory_mask`` is broadcastable to
-        ``(B, H, L, Lm)``, e.g. source padding ``(B, 1, 1, Lm)``. True = may attend.
+        The causal mask is applied here; ``self_mask`` (e.g. target padding ``(B, 1, 1, L)``) is
+        AND-ed with it. ``memory_mask`` masks the memory, e.g. source padding ``(B, 1, 1, Lm)``.
+        Both are boolean, True = may attend, and read as by :class:`MultiHeadAttention` (a 3-D
+        mask is one per sequence); the block checks every input here, once.
         """
         where = "DecoderBlock"
-        _check_x(x, self.d_model, where)
-        _check_x(memory, self.d_model, where, name="memory")
+        check.sequence(x, "x", self.d_model, where, weight=self.self_attn.w_q.weight)
+        check.sequence(memory, "memory", self.d_model, where, weight=self.self_attn.w_q.weight)
+        check.same_batch(where, x=x, memory=memory)
         B, L, _ = x.shape
-        if memory.size(0) != B:
-            raise ValueError(f"{where}: x has batch size B={B} but memory has {memory.size(0)}")
+        Lm = memory.size(1)
+        for name, m, Lk in (("self_mask", self_mask, L), ("memory_mask", memory_mask, Lm)):
+            if m is not None:
+                check.mask(m, (B, self.num_heads, L, Lk), x.device, where, name=name, per_sequence=True)
         mask = causal_mask(L, device=x.device)  # (L, L)
         if self_mask is not None:
-            _check_mask(self_mask, (B, self.num_heads, L, L), f"{where} self_mask")
-            if self_mask.device != x.device:
-                raise ValueError(f"{where}: self_mask is on {self_mask.device} but x is on {x.device}")
+            if self_mask.dim() == 3:
+                self_mask = self_mask[:, None]  # (B, 1, L, L): one mask per sequence
             mask = mask & self_mask  # broadcast, at most (B, H, L, L)
 
         if self.norm_first:

@@ -1,7 +1,7 @@
 """Boolean attention masks. Convention: **True means "may attend"**, as in
 ``torch.nn.functional.scaled_dot_product_attention``'s ``attn_mask``.
 
-Taught in chapter 1 ("Attention from scratch") and the masking chapter.
+Taught in the chapter "Masking"; ``sliding_window_mask`` in the chapter "Efficient attention".
 """
 
 from __future__ import annotations
@@ -11,35 +11,26 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["causal_mask", "padding_mask", "check_mask", "broadcast_shape"]
+from . import _validate as check
+
+__all__ = ["causal_mask", "padding_mask", "sliding_window_mask"]
 
 
-def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
-    """The shape that ``shapes`` broadcast to, or None where they do not.
+def causal_mask(len_q: int, len_k: int | None = None, *, device: torch.device | str | None = None) -> Tensor:
+    """Causal mask: bool ``(Lq, Lk)``, True where query i may attend to key j, i.e. ``j <= i + Lk - Lq``.
 
-    Same rule as ``torch.broadcast_shapes``, which costs ~25 us a call: too much on the hot
-    path of a small model's training step (measured in benchmarks/bench_training.py).
+    ``causal_mask(L)`` is the usual ``(L, L)`` lower triangle: position t sees 0..t. With
+    ``len_k``, the queries are the *last* Lq of Lk positions (bottom-right aligned, as when
+    decoding with a KV cache: the last query sees every key), like PyTorch's
+    ``torch.nn.attention.bias.causal_lower_right``; ``F.scaled_dot_product_attention``'s
+    ``is_causal=True`` aligns top-left instead (query i sees keys 0..i), which differs when
+    Lq != Lk. With Lq > Lk the first Lq - Lk queries see nothing. Taught in the chapter "Masking".
     """
-    ndim = max(len(s) for s in shapes)
-    result = []
-    for axis in range(-ndim, 0):
-        size = 1
-        for shape in shapes:
-            if len(shape) >= -axis:
-                n = shape[axis]
-                if n != 1:
-                    if size not in (1, n):
-                        return None
-                    size = n
-        result.append(size)
-    return tuple(result)
-
-
-def causal_mask(seq_len: int, device: torch.device | str | None = None) -> Tensor:
-    """Causal mask: bool ``(L, L)``, True on and below the diagonal (position t sees 0..t)."""
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
-        raise ValueError(f"causal_mask: seq_len must be a positive int, got {seq_len!r}")
-    return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()  # (L, L)
+    check.positive_int(len_q, "len_q", "causal_mask")
+    if len_k is None:
+        len_k = len_q
+    check.positive_int(len_k, "len_k", "causal_mask")
+    return torch.ones(len_q, len_k, dtype=torch.bool, device=device).tril(diagonal=len_k - len_q)  # (Lq, Lk)
 
 
 def padding_mask(lengths: Sequence[int] | Tensor, max_len: int | None = None) -> Tensor:
@@ -47,6 +38,7 @@ def padding_mask(lengths: Sequence[int] | Tensor, max_len: int | None = None) ->
 
     ``L`` is ``max_len``, or the longest length when ``max_len`` is None. To mask *keys*
     in attention scores ``(B, Lq, Lk)``, use ``padding_mask(lengths)[:, None, :]``.
+    Taught in the chapter "Masking".
     """
     if isinstance(lengths, Tensor):
         if lengths.dtype.is_floating_point or lengths.dtype == torch.bool or lengths.dim() != 1:
@@ -76,18 +68,20 @@ def padding_mask(lengths: Sequence[int] | Tensor, max_len: int | None = None) ->
     return positions[None, :] < lengths_t[:, None]  # (B, L)
 
 
-def check_mask(mask: Tensor, scores_shape: torch.Size | tuple[int, ...], where: str) -> None:
-    """Raise a ValueError unless ``mask`` is a bool tensor that broadcasts to ``scores_shape``."""
-    if not isinstance(mask, Tensor):
-        raise ValueError(f"{where}: mask must be a torch.Tensor of dtype bool, got {type(mask).__name__}")
-    if mask.dtype != torch.bool:
-        raise ValueError(
-            f"{where}: mask must be boolean (True = may attend), got dtype {mask.dtype}. "
-            "Convert a 0/1 mask with `mask.bool()`; for an additive float mask "
-            "(0 / -inf) use `mask == 0`."
-        )
-    if tuple(mask.shape) != tuple(scores_shape) and broadcast_shape(mask.shape, scores_shape) != tuple(scores_shape):
-        raise ValueError(
-            f"{where}: mask of shape {tuple(mask.shape)} does not broadcast to the scores' "
-            f"shape {tuple(scores_shape)} = (..., Lq, Lk)"
-        )
+def sliding_window_mask(
+    seq_len: int, window: int, causal: bool = True, *, device: torch.device | str | None = None
+) -> Tensor:
+    """Banded mask: bool ``(L, L)``, True where query i may attend to key j.
+
+    Causal (default): ``i - window < j <= i``, so each query sees ``window`` keys ending at
+    itself (fewer at the start). Not causal: ``|i - j| < window``, so up to ``2*window - 1``
+    keys centred on i. ``window >= seq_len`` (causal) gives ``causal_mask(seq_len)``. Combine
+    with other masks by ``&``. Taught in the chapter "Efficient attention".
+    """
+    check.positive_int(seq_len, "seq_len", "sliding_window_mask")
+    check.positive_int(window, "window", "sliding_window_mask")
+    positions = torch.arange(seq_len, device=device)  # (L,)
+    offset = positions[:, None] - positions[None, :]  # (L, L): i - j
+    if causal:
+        return causal_mask(seq_len, device=device) & (offset < window)  # (L, L): 0 <= i - j < window
+    return offset.abs() < window  # (L, L)

@@ -1,6 +1,6 @@
 """Multi-head attention: H scaled dot-product attentions side by side, on learned projections.
 
-Taught in the "Multi-head attention" chapter. Masks follow the course convention of
+Taught in the chapter "Multi-head attention". Masks follow the course convention of
 :mod:`lessons_src.masks`: boolean, **True = may attend**. PyTorch's ``nn.MultiheadAttention``
 uses the opposite convention for boolean masks (True = ignore); the two converters below
 translate, and :meth:`MultiHeadAttention.from_torch` copies PyTorch's weights.
@@ -11,43 +11,53 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from . import _validate as check
 from .attention import scaled_dot_product_attention
-from .masks import check_mask
 
-__all__ = ["MultiHeadAttention", "key_padding_mask_to_mask", "attn_mask_to_mask"]
+__all__ = ["split_heads", "merge_heads", "MultiHeadAttention", "key_padding_mask_to_mask", "attn_mask_to_mask"]
 
 
-def _check_mask(mask: Tensor, scores_shape: tuple[int, int, int, int], where: str) -> None:
-    """Validate a course mask against the per-head scores' shape ``(B, H, Lq, Lk)``."""
-    if isinstance(mask, Tensor) and mask.dim() == 3:
-        # (B, Lq, Lk) would line up with (H, Lq, Lk) under broadcasting and, when B == H,
-        # silently mask the wrong rows; make the learner say where the head axis goes.
-        raise ValueError(
-            f"{where}: a 3-D mask of shape {tuple(mask.shape)} is ambiguous; use a mask of shape "
-            f"(Lq, Lk), (B, 1, 1, Lk) or (B, 1, Lq, Lk) (e.g. mask[:, None] for a (B, Lq, Lk) mask), "
-            f"broadcastable to (B, num_heads, Lq, Lk) = {scores_shape}"
-        )
-    check_mask(mask, scores_shape, where)
+def split_heads(x: Tensor, num_heads: int) -> Tensor:
+    """Cut each position's features into heads: ``(B, L, D) -> (B, H, L, d_k)``, ``d_k = D / H``.
+
+    Head h gets features ``h·d_k .. (h+1)·d_k - 1``. A view of ``x`` (nothing is copied), no
+    longer contiguous. Grouped-query attention cuts its keys and values into ``num_kv_heads``
+    heads the same way. Taught in the chapter "Multi-head attention".
+    """
+    if not isinstance(x, Tensor) or x.dim() != 3:
+        raise ValueError(f"split_heads: x must be a 3-D tensor (B, L, D), got {getattr(x, 'shape', type(x).__name__)}")
+    check.positive_int(num_heads, "num_heads", "split_heads")
+    B, L, D = x.shape
+    check.divisible(D, "D", num_heads, "num_heads", "split_heads")
+    x = x.view(B, L, num_heads, D // num_heads)  # (B, L, H, d_k)
+    return x.transpose(1, 2)  # (B, H, L, d_k)
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """Put the heads side by side again: ``(B, H, L, d_k) -> (B, L, H·d_k)``, the inverse of :func:`split_heads`.
+
+    The result is ``Concat(head_0, ..., head_{H-1})`` along the features (a copy: the transposed
+    tensor is not contiguous). Taught in the chapter "Multi-head attention".
+    """
+    if not isinstance(x, Tensor) or x.dim() != 4:
+        raise ValueError(f"merge_heads: x must be a 4-D tensor (B, H, L, d_k), got {getattr(x, 'shape', type(x).__name__)}")
+    B, H, L, d_k = x.shape
+    return x.transpose(1, 2).reshape(B, L, H * d_k)  # (B, L, H, d_k) -> (B, L, D)
 
 
 class MultiHeadAttention(nn.Module):
     """Multi-head attention, batch first: ``(B, Lq, D), (B, Lk, D), (B, Lk, D) -> (B, Lq, D)``.
 
     Each of the ``num_heads`` heads attends in its own ``head_dim = d_model // num_heads``
-    subspace; their outputs are concatenated and mixed by ``w_o``. Taught in the
-    "Multi-head attention" chapter.
+    subspace; their outputs are concatenated and mixed by ``w_o``. Taught in the chapter
+    "Multi-head attention".
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
         super().__init__()
-        for name, n in (("d_model", d_model), ("num_heads", num_heads)):
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise ValueError(f"MultiHeadAttention: {name} must be a positive int, got {n!r}")
-        if d_model % num_heads != 0:
-            raise ValueError(
-                f"MultiHeadAttention: d_model={d_model} is not divisible by num_heads={num_heads}; "
-                f"each head gets d_model / num_heads dims, so pick num_heads dividing {d_model}"
-            )
+        check.positive_int(d_model, "d_model", "MultiHeadAttention")
+        check.positive_int(num_heads, "num_heads", "MultiHeadAttention")
+        check.divisible(d_model, "d_model", num_heads, "num_heads", "MultiHeadAttention")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"MultiHeadAttention: dropout must be in [0, 1), got {dropout!r}")
         self.d_model = d_model
@@ -59,76 +69,46 @@ class MultiHeadAttention(nn.Module):
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
-    def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> None:
-        where = "MultiHeadAttention"
-        for name, t in (("query", query), ("key", key), ("value", value)):
-            if not isinstance(t, Tensor):
-                raise ValueError(f"{where}: {name} must be a torch.Tensor, got {type(t).__name__}")
-            if t.dim() != 3:
-                raise ValueError(
-                    f"{where}: {name} must be 3-D (B, L, d_model), got shape {tuple(t.shape)}"
-                )
-            if t.size(-1) != self.d_model:
-                raise ValueError(
-                    f"{where}: {name}'s last dim is {t.size(-1)} but d_model={self.d_model} "
-                    f"({name} shape {tuple(t.shape)})"
-                )
-            if not t.dtype.is_floating_point:
-                raise ValueError(f"{where}: {name} must be floating point, got dtype {t.dtype}")
-        weight = self.w_q.weight
-        for name, t in (("query", query), ("key", key), ("value", value)):
-            if t.dtype != weight.dtype or t.device != weight.device:
-                raise ValueError(
-                    f"{where}: {name} is {t.dtype} on {t.device} but the weights are "
-                    f"{weight.dtype} on {weight.device}; move one with .to()"
-                )
-        if not (query.size(0) == key.size(0) == value.size(0)):
-            raise ValueError(
-                f"{where}: batch sizes differ: query B={query.size(0)}, key B={key.size(0)}, "
-                f"value B={value.size(0)}"
-            )
-        if key.size(1) != value.size(1):
-            raise ValueError(
-                f"{where}: key has Lk={key.size(1)} positions but value has {value.size(1)} "
-                f"(key {tuple(key.shape)}, value {tuple(value.shape)})"
-            )
-
-    def _split_heads(self, x: Tensor) -> Tensor:
-        """``(B, L, D) -> (B, H, L, d_k)``."""
-        B, L, _ = x.shape
-        x = x.view(B, L, self.num_heads, self.head_dim)  # (B, L, H, d_k)
-        return x.transpose(1, 2)  # (B, H, L, d_k)
-
     def forward(
-        self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
+        self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None, check_inputs: bool = True
     ) -> tuple[Tensor, Tensor]:
         """Attend from ``query`` to ``key``/``value``; return ``(output, weights)``.
 
-        Shapes: query ``(B, Lq, D)``, key and value ``(B, Lk, D)``; ``mask`` boolean
-        (True = may attend), broadcastable to ``(B, H, Lq, Lk)``, e.g. ``(Lq, Lk)``,
-        ``(B, 1, 1, Lk)`` or ``(B, 1, Lq, Lk)``. Returns output ``(B, Lq, D)`` and the
-        per-head weights ``(B, H, Lq, Lk)``; in training with dropout these are the weights
-        after dropout (the ones multiplied into the values), as PyTorch returns them. A query
-        row allowed to attend to nothing gets zero weights (PyTorch gives NaN there).
+        Shapes: query ``(B, Lq, D)``, key and value ``(B, Lk, D)``. ``mask`` is boolean (True =
+        may attend), broadcastable to the per-head scores ``(B, H, Lq, Lk)``: ``(Lq, Lk)`` for
+        every sequence, ``(B, 1, 1, Lk)`` for padding, ``(B, H, Lq, Lk)`` per head; a 3-D mask is
+        ``(B, Lq, Lk)``, one per sequence, shared by the heads (PyTorch's ``nn.MultiheadAttention``
+        reads a 3-D ``attn_mask`` as ``(B * H, Lq, Lk)`` instead: see :func:`attn_mask_to_mask`).
+        Returns output ``(B, Lq, D)`` and the per-head weights ``(B, H, Lq, Lk)``; in training
+        with dropout these are the weights after dropout (the ones multiplied into the values), as
+        PyTorch returns them. A query row allowed to attend to nothing gets zero weights (PyTorch
+        gives NaN there). ``check_inputs=False`` skips the checks, for a block that has made them.
         """
-        self._check_inputs(query, key, value)
-        B, Lq, D = query.shape
-        Lk = key.size(1)
-        if mask is not None:
-            _check_mask(mask, (B, self.num_heads, Lq, Lk), "MultiHeadAttention")
+        if check_inputs:
+            self._check(query, key, value, mask)
+        if mask is not None and mask.dim() == 3:
+            mask = mask[:, None]  # (B, 1, Lq, Lk): one mask per sequence, shared by the heads
 
-        q = self._split_heads(self.w_q(query))  # (B, H, Lq, d_k)
-        k = self._split_heads(self.w_k(key))  # (B, H, Lk, d_k)
-        v = self._split_heads(self.w_v(value))  # (B, H, Lk, d_k)
-        heads, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, H, Lq, d_k), (B, H, Lq, Lk)
+        q = split_heads(self.w_q(query), self.num_heads)  # (B, H, Lq, d_k)
+        k = split_heads(self.w_k(key), self.num_heads)  # (B, H, Lk, d_k)
+        v = split_heads(self.w_v(value), self.num_heads)  # (B, H, Lk, d_k)
+        heads, weights = scaled_dot_product_attention(q, k, v, mask, check_inputs=False)  # (B, H, Lq, d_k), (B, H, Lq, Lk)
         if self.training and self.dropout.p > 0.0:
             # Dropout acts on the weights, after softmax, so the values are recombined with the
             # dropped weights; PyTorch does the same and returns these dropped weights.
             weights = self.dropout(weights)  # (B, H, Lq, Lk)
             heads = weights @ v  # (B, H, Lq, d_k)
-        heads = heads.transpose(1, 2)  # (B, Lq, H, d_k)
-        heads = heads.reshape(B, Lq, D)  # (B, Lq, D): the heads side by side
-        return self.w_o(heads), weights
+        return self.w_o(merge_heads(heads)), weights  # (B, Lq, D): the heads side by side, mixed by W_O
+
+    def _check(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> None:
+        where = "MultiHeadAttention"
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            check.sequence(t, name, self.d_model, where, weight=self.w_q.weight)
+        check.same_batch(where, query=query, key=key, value=value)
+        check.same_length(key, value, where)
+        if mask is not None:
+            scores_shape = (query.size(0), self.num_heads, query.size(1), key.size(1))
+            check.mask(mask, scores_shape, query.device, where, per_sequence=True)
 
     @classmethod
     def from_torch(cls, m: nn.MultiheadAttention) -> MultiHeadAttention:
@@ -138,7 +118,7 @@ class MultiHeadAttention(nn.Module):
         their biases); ``m.out_proj`` is ``w_o``. Weights do not depend on ``m.batch_first``,
         but the copy is always batch first: feed it ``(B, L, D)``. Refuses (ValueError) what it
         cannot represent: ``kdim``/``vdim`` != ``embed_dim``, ``add_bias_kv``,
-        ``add_zero_attn``. Taught in the "Multi-head attention" chapter.
+        ``add_zero_attn``. Taught in the chapter "Multi-head attention".
         """
         if not isinstance(m, nn.MultiheadAttention):
             raise ValueError(f"from_torch: expected nn.MultiheadAttention, got {type(m).__name__}")
@@ -178,7 +158,7 @@ class MultiHeadAttention(nn.Module):
 def key_padding_mask_to_mask(key_padding_mask: Tensor) -> Tensor:
     """PyTorch's ``key_padding_mask`` ``(B, Lk)``, True = ignore -> ours ``(B, 1, 1, Lk)``, True = may attend.
 
-    Taught in the "Multi-head attention" chapter.
+    Taught in the chapter "Multi-head attention".
     """
     if not isinstance(key_padding_mask, Tensor) or key_padding_mask.dtype != torch.bool:
         got = key_padding_mask.dtype if isinstance(key_padding_mask, Tensor) else type(key_padding_mask).__name__
@@ -197,7 +177,7 @@ def attn_mask_to_mask(attn_mask: Tensor, num_heads: int | None = None) -> Tensor
 
     ``(Lq, Lk)`` -> ``(Lq, Lk)``; ``(B * H, Lq, Lk)`` (row ``b * H + h``, as PyTorch orders
     it) -> ``(B, H, Lq, Lk)``, which needs ``num_heads``. Float (additive) masks are refused.
-    Taught in the "Multi-head attention" chapter.
+    Taught in the chapter "Multi-head attention".
     """
     if not isinstance(attn_mask, Tensor) or attn_mask.dtype != torch.bool:
         got = attn_mask.dtype if isinstance(attn_mask, Tensor) else type(attn_mask).__name__

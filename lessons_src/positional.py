@@ -2,7 +2,7 @@
 
 Attention by itself is permutation-equivariant; adding a position-dependent vector to each
 token's embedding is what lets it tell "dog bites man" from "man bites dog".
-Taught in "The encoder block" chapter.
+Taught in the chapter "The transformer encoder block".
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from . import _validate as check
+
 __all__ = [
     "sinusoidal_positional_encoding",
     "SinusoidalPositionalEncoding",
@@ -19,18 +21,9 @@ __all__ = [
 ]
 
 
-def _check_positive_int(where: str, name: str, n: int) -> None:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"{where}: {name} must be a positive int, got {n!r}")
-
-
-def _check_input(where: str, x: Tensor, max_len: int, d_model: int) -> None:
-    """Raise a ValueError unless ``x`` is ``(B, L, d_model)`` with ``L <= max_len``."""
-    if not isinstance(x, Tensor) or x.dim() != 3:
-        shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-        raise ValueError(f"{where}: x must be a 3-D tensor (B, L, d_model), got {shape}")
-    if x.size(-1) != d_model:
-        raise ValueError(f"{where}: x's last dim is {x.size(-1)} but d_model={d_model}")
+def _check_input(x: Tensor, max_len: int, d_model: int, where: str) -> None:
+    """``x`` is ``(B, L, d_model)`` with ``L <= max_len``."""
+    check.sequence(x, "x", d_model, where)
     if x.size(1) > max_len:
         raise ValueError(
             f"{where}: sequence length L={x.size(1)} is longer than max_len={max_len}; "
@@ -51,10 +44,10 @@ def sinusoidal_positional_encoding(
     Pair i (columns 2i, 2i+1) is a rotation at frequency 1 / 10000^(2i/d_model), so
     PE[pos + k] is a fixed linear function of PE[pos]. An odd ``d_model`` is accepted: the
     last column is the sine of one more frequency, whose cosine partner is dropped.
-    ``dtype`` defaults to ``torch.get_default_dtype()``. Taught in "The encoder block" chapter.
+    ``dtype`` defaults to ``torch.get_default_dtype()``. Taught in the chapter "The transformer encoder block".
     """
-    _check_positive_int("sinusoidal_positional_encoding", "max_len", max_len)
-    _check_positive_int("sinusoidal_positional_encoding", "d_model", d_model)
+    check.positive_int(max_len, "max_len", "sinusoidal_positional_encoding")
+    check.positive_int(d_model, "d_model", "sinusoidal_positional_encoding")
     dtype = torch.get_default_dtype() if dtype is None else dtype
     # Built in float64 on the CPU, then cast: sin(pos * freq) for pos in the thousands loses
     # ~1e-4 in float32, and not every device has float64.
@@ -72,7 +65,7 @@ class SinusoidalPositionalEncoding(nn.Module):
     """Adds the fixed sinusoidal table: ``x (B, L, D) -> x + PE[:L]``, ``L <= max_len``.
 
     The table is a non-persistent buffer: it follows ``.to(device)`` but is not saved in
-    the state dict (it is recomputed from ``max_len, d_model``). Taught in "The encoder block" chapter.
+    the state dict (it is recomputed from ``max_len, d_model``). Taught in the chapter "The transformer encoder block".
     """
 
     pe: Tensor
@@ -85,7 +78,7 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``(B, L, D) -> (B, L, D)``: add the encodings of positions ``0..L-1``."""
-        _check_input("SinusoidalPositionalEncoding", x, self.max_len, self.d_model)
+        _check_input(x, self.max_len, self.d_model, "SinusoidalPositionalEncoding")
         pe = self.pe[: x.size(1)].to(dtype=x.dtype)  # (L, D), cast so x keeps its dtype
         return x + pe  # (B, L, D)
 
@@ -94,18 +87,18 @@ class LearnedPositionalEmbedding(nn.Module):
     """Adds a learned vector per position (as in BERT and GPT-2): ``x (B, L, D) -> x + E[:L]``.
 
     ``embedding`` is an ``nn.Embedding(max_len, d_model)``; positions past ``max_len`` have no
-    vector, so a longer input raises ValueError. Taught in "The encoder block" chapter.
+    vector, so a longer input raises ValueError. Taught in the chapter "The transformer encoder block".
     """
 
     def __init__(self, max_len: int, d_model: int) -> None:
         super().__init__()
-        _check_positive_int("LearnedPositionalEmbedding", "max_len", max_len)
-        _check_positive_int("LearnedPositionalEmbedding", "d_model", d_model)
+        check.positive_int(max_len, "max_len", "LearnedPositionalEmbedding")
+        check.positive_int(d_model, "d_model", "LearnedPositionalEmbedding")
         self.max_len = max_len
         self.d_model = d_model
         self.embedding = nn.Embedding(max_len, d_model)
 
     def forward(self, x: Tensor) -> Tensor:
         """``(B, L, D) -> (B, L, D)``: add the learned vectors of positions ``0..L-1``."""
-        _check_input("LearnedPositionalEmbedding", x, self.max_len, self.d_model)
+        _check_input(x, self.max_len, self.d_model, "LearnedPositionalEmbedding")
         return x + self.embedding.weight[: x.size(1)]  # (B, L, D) + (L, D)

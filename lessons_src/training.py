@@ -1,6 +1,7 @@
 """Train one attention layer on a toy task and watch what it learns.
 
-Taught in the chapter "Training attention". ``train_attention`` works with any module whose
+Taught in the chapter "Training attention" (``warmup_factor`` in the chapter "Layer norm
+placement"). ``train_attention`` works with any module whose
 ``forward(query, key, value, mask=None)`` returns ``(output (B, Lq, D), weights (B, H, Lq, Lk))``:
 ``lessons_src.multihead.MultiHeadAttention``, ``GroupedQueryAttention``, or PyTorch's own
 attention through ``TorchMultiheadAttention``.
@@ -18,6 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from . import _validate as check
 from .data import reversal_batch
 from .device import default_device, seed_everything
 
@@ -27,6 +29,7 @@ __all__ = [
     "antidiagonal_mass",
     "diagonal_mass",
     "TorchMultiheadAttention",
+    "warmup_factor",
 ]
 
 #: A task makes one batch: ``task(batch_size, seq_len, d_model, generator=, device=)`` returns
@@ -41,7 +44,7 @@ class TrainResult:
     ``losses`` has one entry per step: the MSE of that step's fresh batch, before its update.
     ``snapshots`` holds ``(step, weights)`` with weights ``(H, L, L)`` on the CPU: the attention
     of the batch seen at that step, averaged over the batch. ``final_loss`` is the last step's
-    loss (one batch: noisy, see the chapter). ``model`` is the trained module.
+    loss (one batch: noisy, see the chapter "Training attention"). ``model`` is the trained module.
     """
 
     losses: list[float]
@@ -76,11 +79,10 @@ def train_attention(
     ``snapshot_every=k`` keeps the weights at steps 0, k, 2k, ... and the last step.
     Taught in the chapter "Training attention".
     """
-    for name, v in (("steps", steps), ("batch_size", batch_size), ("seq_len", seq_len), ("d_model", d_model)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"train_attention: {name} must be a positive int, got {v!r}")
-    if snapshot_every is not None and (not isinstance(snapshot_every, int) or snapshot_every < 1):
-        raise ValueError(f"train_attention: snapshot_every must be a positive int or None, got {snapshot_every!r}")
+    for name, n in (("steps", steps), ("batch_size", batch_size), ("seq_len", seq_len), ("d_model", d_model)):
+        check.positive_int(n, name, "train_attention")
+    if snapshot_every is not None:
+        check.positive_int(snapshot_every, "snapshot_every", "train_attention")
     device = torch.device(device) if device is not None else default_device()
 
     seed_everything(seed)
@@ -171,7 +173,8 @@ def diagonal_mass(weights: Tensor, offset: int = 0) -> float:
     """Mean weight on the cyclic diagonal ``j = (i + offset) mod L`` of ``weights (..., L, L)``.
 
     Averaged over queries i and every leading (batch, head) dim; 1.0 means every query puts all
-    its weight there. The shift task's ideal is ``offset = -shift``. Chapter "Training attention".
+    its weight there. The shift task's ideal is ``offset = -shift``. Taught in the chapter
+    "Training attention".
     """
     weights = _check_square(weights, "diagonal_mass")
     seq_len = weights.size(-1)
@@ -184,7 +187,7 @@ def antidiagonal_mass(weights: Tensor) -> float:
     """Mean weight on the anti-diagonal ``j = L-1-i`` of ``weights (..., L, L)``.
 
     Averaged over queries and every leading (batch, head) dim; the reversal task's ideal is 1.0.
-    Chapter "Training attention".
+    Taught in the chapter "Training attention".
     """
     weights = _check_square(weights, "antidiagonal_mass")
     return weights.flip(-1).diagonal(dim1=-2, dim2=-1).mean().item()
@@ -195,7 +198,7 @@ class TorchMultiheadAttention(nn.Module):
 
     ``forward(query, key, value, mask=None)`` -> output ``(B, Lq, D)``, weights ``(B, H, Lq, Lk)``.
     Our mask says True = may attend; PyTorch's ``attn_mask`` says True = ignore, so it is
-    inverted here. Chapter "Training attention" uses it as the reference.
+    inverted here. Taught in the chapter "Training attention", which uses it as the reference.
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
@@ -206,17 +209,36 @@ class TorchMultiheadAttention(nn.Module):
     def forward(
         self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
     ) -> tuple[Tensor, Tensor]:
-        """Attend; mask is bool ``(Lq, Lk)`` or ``(B, 1 or H, Lq, Lk)``, True = may attend."""
+        """Attend; ``mask`` is bool, True = may attend, read as by ``MultiHeadAttention``.
+
+        ``(Lq, Lk)``, ``(B, Lq, Lk)`` (one per sequence) or anything broadcastable to
+        ``(B, H, Lq, Lk)``; PyTorch takes ``(Lq, Lk)`` or ``(B * H, Lq, Lk)``, so it is expanded.
+        """
         attn_mask = None
         if mask is not None:
-            if mask.dim() not in (2, 4):
-                raise ValueError(
-                    f"TorchMultiheadAttention: mask must be (Lq, Lk) or (B, 1 or H, Lq, Lk), got {tuple(mask.shape)}"
-                )
-            if mask.dim() == 4:
-                batch, len_q, len_k = query.size(0), query.size(1), key.size(1)
-                mask = mask.expand(batch, self.num_heads, len_q, len_k).reshape(-1, len_q, len_k)  # (B*H, Lq, Lk)
+            B, Lq, Lk = query.size(0), query.size(1), key.size(1)
+            check.mask(mask, (B, self.num_heads, Lq, Lk), query.device, "TorchMultiheadAttention", per_sequence=True)
+            if mask.dim() != 2:
+                mask = mask.view(check.head_mask_shape(mask.shape))  # (B, 1, Lq, Lk) for a 3-D mask
+                mask = mask.expand(B, self.num_heads, Lq, Lk).reshape(B * self.num_heads, Lq, Lk)  # (B*H, Lq, Lk)
             attn_mask = ~mask  # PyTorch: True = ignore
         return self.attention(
             query, key, value, attn_mask=attn_mask, need_weights=True, average_attn_weights=False
         )  # (B, Lq, D), (B, H, Lq, Lk)
+
+
+def warmup_factor(step: int, warmup_steps: int) -> float:
+    """Learning-rate multiplier of a linear warm-up: ``min(1, (step + 1) / warmup_steps)``.
+
+    ``step`` counts optimizer steps from 0, as ``LambdaLR`` does, so the first step already uses
+    ``lr / warmup_steps`` (not 0) and step ``warmup_steps - 1`` the full rate; ``warmup_steps=0``
+    means no warm-up. Use it as ``LambdaLR(optimizer, lambda s: warmup_factor(s, w))``; PyTorch's
+    ``LinearLR(optimizer, start_factor=1 / w, total_iters=w - 1)`` is the same schedule.
+    Taught in the chapter "Layer norm placement".
+    """
+    for name, n in (("step", step), ("warmup_steps", warmup_steps)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"warmup_factor: {name} must be an int >= 0, got {n!r}")
+    if warmup_steps == 0:
+        return 1.0
+    return min(1.0, (step + 1) / warmup_steps)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run the whole test suite, or some of its stages:
-#   lint       ruff over the package, tests, scripts and benchmarks
+#   lint       ruff over the code; every workflow validated against GitHub's schema and audited by zizmor (offline)
 #   unit       unit and hygiene tests (pytest -m "not site and not dist and not launch and not frontend")
 #   dist       the sdist and wheel built and checked; the wheel installed (not editable) in a fresh venv
 #   notebooks  every notebook as Colab runs it: alone in an empty folder, the package installed by its
@@ -35,7 +35,7 @@ run_stage() {
   local t0=$SECONDS ok=0
   echo; echo "==> $1"
   case "$1" in
-    lint) ruff check lessons_src tests scripts benchmarks book/_ext || ok=1 ;;
+    lint) ruff check lessons_src tests scripts benchmarks book/_ext || ok=1; check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml || ok=1; zizmor --offline --strict-collection --min-severity high .github/workflows || ok=1 ;;
     unit) pytest -q -m "not site and not dist and not launch and not frontend" || ok=1 ;;
     dist) pytest -q -m dist || ok=1 ;;
     notebooks) pytest -q -m launch || ok=1 ;;

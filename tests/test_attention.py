@@ -65,6 +65,22 @@ def test_mask_broadcasting(mask_shape):
     torch.testing.assert_close(output, expected, **TOL)
 
 
+@pytest.mark.parametrize("mask_shape", [(5,), (3, 5), (2, 3, 5), (2, 1, 1, 5), (2, 1, 3, 5), (1, 2, 3, 5), (2, 2, 3, 5)])
+def test_per_head_mask_shapes_match_pytorch(mask_shape):
+    """Inputs (B, H, L, d): masks line up with the scores (B, H, Lq, Lk) from the right, as in PyTorch.
+
+    So (2, 3, 5) here is (H, Lq, Lk); a per-sequence mask is (B, 1, Lq, Lk). The modules read a 3-D
+    mask as (B, Lq, Lk) and insert that head axis themselves (tests/test_multihead.py).
+    """
+    q, k, v = _qkv((2, 2), 3, 5, 8, 4, seed=12)
+    g = torch.Generator().manual_seed(13)
+    mask = torch.rand(*mask_shape, generator=g) > 0.4
+    mask[..., 0] = True
+    output, _ = scaled_dot_product_attention(q, k, v, mask)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.expand(3, 5) if mask.dim() == 1 else mask)
+    torch.testing.assert_close(output, expected, **TOL)
+
+
 def test_causal_mask_matches_is_causal():
     q, k, v = _qkv((2, 3), 7, 7, 16, 16, seed=3)
     output, weights = scaled_dot_product_attention(q, k, v, causal_mask(7))
@@ -141,6 +157,20 @@ def test_bad_inputs_name_the_values():
         scaled_dot_product_attention(torch.randn(2, 3, 8), torch.randn(3, 4, 8), torch.randn(3, 4, 2))
     with pytest.raises(ValueError, match="must be a torch.Tensor"):
         scaled_dot_product_attention([[1.0]], torch.randn(4, 8), torch.randn(4, 2))
+    with pytest.raises(ValueError, match="mask is on meta but the inputs are on cpu"):
+        scaled_dot_product_attention(torch.randn(3, 8), torch.randn(4, 8), torch.randn(4, 2),
+                                     torch.ones(3, 4, dtype=torch.bool, device="meta"))
+
+
+def test_check_inputs_false_skips_the_checks_only():
+    q, k, v = _qkv((2,), 4, 5, 8, 3, seed=14)
+    mask = causal_mask(5)[:4]
+    checked = scaled_dot_product_attention(q, k, v, mask)
+    unchecked = scaled_dot_product_attention(q, k, v, mask, check_inputs=False)
+    for a, b in zip(checked, unchecked):
+        torch.testing.assert_close(a, b, atol=0, rtol=0)
+    with pytest.raises(RuntimeError):  # no ValueError naming the shapes: torch's own error
+        scaled_dot_product_attention(q, k[..., :4], v, check_inputs=False)
 
 
 @pytest.mark.cuda

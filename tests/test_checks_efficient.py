@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from lessons_src.checks.efficient import check_sliding_window_mask
-from lessons_src.variants import sliding_window_mask
+from lessons_src.masks import sliding_window_mask
 
 # -- correct implementations, written differently --------------------------------------------------
 

@@ -19,9 +19,9 @@ def with_repeat_interleave(kv, num_heads):
 
 
 def with_expand_and_reshape(kv, num_heads):
-    batch, kv_heads, length, dim = kv.shape
-    group = num_heads // kv_heads
-    return kv[:, :, None].expand(batch, kv_heads, group, length, dim).reshape(batch, num_heads, length, dim)
+    B, num_kv_heads, L, head_dim = kv.shape
+    group = num_heads // num_kv_heads
+    return kv[:, :, None].expand(B, num_kv_heads, group, L, head_dim).reshape(B, num_heads, L, head_dim)
 
 
 def with_index(kv, num_heads):
@@ -53,9 +53,9 @@ def with_repeat(kv, num_heads):
 
 
 def with_expand_wrong_order(kv, num_heads):
-    batch, kv_heads, length, dim = kv.shape
-    group = num_heads // kv_heads
-    return kv[:, None].expand(batch, group, kv_heads, length, dim).reshape(batch, num_heads, length, dim)
+    B, num_kv_heads, L, head_dim = kv.shape
+    group = num_heads // num_kv_heads
+    return kv[:, None].expand(B, group, num_kv_heads, L, head_dim).reshape(B, num_heads, L, head_dim)
 
 
 def on_batch_dim(kv, num_heads):
@@ -83,10 +83,10 @@ def scaled(kv, num_heads):
 
 
 def with_view(kv, num_heads):
-    batch, kv_heads, length, dim = kv.shape
-    group = num_heads // kv_heads
-    flat = kv.view(batch * kv_heads, length, dim)
-    return flat[:, None].expand(-1, group, -1, -1).reshape(batch, num_heads, length, dim)
+    B, num_kv_heads, L, head_dim = kv.shape
+    group = num_heads // num_kv_heads
+    flat = kv.view(B * num_kv_heads, L, head_dim)
+    return flat[:, None].expand(-1, group, -1, -1).reshape(B, num_heads, L, head_dim)
 
 
 def returns_list(kv, num_heads):

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.testing import assert_close
 
-from lessons_src.encoder import DecoderBlock, Encoder, EncoderBlock, FeedForward, count_parameters
+from lessons_src.encoder import DecoderBlock, Encoder, EncoderBlock, FeedForward, count_parameters, layer_norm
 from lessons_src.masks import causal_mask, padding_mask
 
 TOL = {"atol": 1e-5, "rtol": 1e-5}
@@ -23,6 +23,30 @@ def _randomize(module: nn.Module, seed: int) -> None:
     with torch.no_grad():
         for p in module.parameters():
             p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.3 + (1.0 if p.dim() == 1 else 0.0) * 0.2)
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 16), (2, 5, 32), (2, 3, 4, 8)])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_layer_norm_matches_torch(shape, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = 3 * torch.randn(shape, generator=g, dtype=torch.float64) + 1  # far from unit scale
+    norm = nn.LayerNorm(shape[-1], dtype=torch.float64)
+    _randomize(norm, seed)  # gamma and beta away from 1 and 0
+    ours = x.clone().requires_grad_(True)
+    theirs = x.clone().requires_grad_(True)
+    out = layer_norm(ours, norm.weight, norm.bias)
+    assert_close(out, norm(theirs), **TOL)
+    assert_close(out, F.layer_norm(x, (shape[-1],), norm.weight, norm.bias, eps=1e-5), **TOL)
+    grad = torch.randn(out.shape, generator=g, dtype=torch.float64)
+    out.backward(grad)
+    norm(theirs).backward(grad)
+    assert_close(ours.grad, theirs.grad, **TOL)
+    assert_close(layer_norm(x, norm.weight, norm.bias, eps=0.1), F.layer_norm(x, (shape[-1],), norm.weight, norm.bias, eps=0.1), **TOL)
+
+
+def test_layer_norm_errors():
+    with pytest.raises(ValueError, match=r"layer_norm: bias must be \(D,\) = \(8,\) for x \(2, 8\), got \(4,\)"):
+        layer_norm(torch.randn(2, 8), torch.ones(8), torch.zeros(4))
 
 
 def _torch_layer(D=16, H=4, d_ff=32, norm_first=False, activation="relu", seed=0, **kw):
@@ -151,6 +175,10 @@ def test_encoder_errors():
         EncoderBlock(8, 2, 16)(torch.randn(2, 3, 6))
     with pytest.raises(ValueError, match=r"3-D .*\(3, 8\)"):
         EncoderBlock(8, 2, 16, norm_first=True)(torch.randn(3, 8))
+    with pytest.raises(ValueError, match=r"Encoder: mask of shape \(4, 4\) does not broadcast .*\(2, 2, 3, 3\)"):
+        Encoder(2, 8, 2, 16)(torch.randn(2, 3, 8), mask=torch.ones(4, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"Encoder: x is torch.float64 on cpu but the weights are torch.float32"):
+        Encoder(2, 8, 2, 16, norm_first=True)(torch.randn(2, 3, 8, dtype=torch.float64))
     with pytest.raises(ValueError, match="approximate='tanh'"):
         EncoderBlock.from_torch(nn.TransformerEncoderLayer(8, 2, 16, activation=nn.GELU(approximate="tanh")))
 
@@ -205,6 +233,34 @@ def test_decoder_block_is_causal(norm_first, seed):
     assert ((block(x, other_memory) - out).abs().amax(dim=(0, 2)) > 1e-3).all()  # every position reads memory
 
 
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_3d_masks_are_one_per_sequence_like_torch(norm_first):
+    """(B, L, L) and (B, L, Lm) masks, one per sequence; PyTorch spells them (B * H, ., .), True = ignore."""
+    B, D, H, d_ff, L, Lm = 2, 8, 2, 16, 5, 4
+    layer = nn.TransformerDecoderLayer(D, H, d_ff, dropout=0.0, norm_first=norm_first, batch_first=True)
+    _randomize(layer, 23)
+    layer.eval()
+    ours = DecoderBlock.from_torch(layer)
+    g = torch.Generator().manual_seed(24)
+    x, memory = torch.randn(B, L, D, generator=g), torch.randn(B, Lm, D, generator=g)
+    self_keep = torch.rand(B, L, L, generator=g) < 0.7
+    self_keep[..., 0] = True  # every query keeps key 0 (which the causal mask allows too)
+    memory_keep = torch.rand(B, L, Lm, generator=g) < 0.6
+    memory_keep[..., 0] = True
+    expected = layer(
+        x,
+        memory,
+        tgt_mask=~(self_keep & causal_mask(L)).repeat_interleave(H, dim=0),  # (B * H, L, L)
+        memory_mask=~memory_keep.repeat_interleave(H, dim=0),  # (B * H, L, Lm)
+    )
+    assert_close(ours(x, memory, self_mask=self_keep, memory_mask=memory_keep), expected, **TOL)
+
+    encoder_layer = _torch_layer(D, H, d_ff, norm_first=norm_first, seed=25)
+    block = EncoderBlock.from_torch(encoder_layer)
+    expected = encoder_layer(x, src_mask=~self_keep.repeat_interleave(H, dim=0))
+    assert_close(block(x, self_keep), expected, **TOL)
+
+
 def test_decoder_block_masks_are_anded_and_memory_padding_hides():
     torch.manual_seed(21)
     block = DecoderBlock(8, 2, 16).eval()
@@ -235,9 +291,31 @@ def test_decoder_block_gradients_and_errors():
     x = torch.randn(2, 4, 8)
     with pytest.raises(ValueError, match=r"memory's last dim is 6 but d_model=8"):
         block(x, torch.randn(2, 3, 6))
-    with pytest.raises(ValueError, match=r"batch size B=2 but memory has 3"):
+    with pytest.raises(ValueError, match=r"batch sizes differ: x B=2, memory B=3"):
         block(x, torch.randn(3, 3, 8))
-    with pytest.raises(ValueError, match=r"self_mask: a 3-D mask of shape \(2, 4, 4\)"):
-        block(x, torch.randn(2, 3, 8), self_mask=torch.ones(2, 4, 4, dtype=torch.bool))
-    with pytest.raises(ValueError, match=r"self_mask: mask must be boolean .*torch.float32"):
+    with pytest.raises(ValueError, match=r"DecoderBlock: self_mask of shape \(3, 4, 4\), read as .* \(2, 2, 4, 4\)"):
+        block(x, torch.randn(2, 3, 8), self_mask=torch.ones(3, 4, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"DecoderBlock: self_mask must be boolean .*torch.float32"):
         block(x, torch.randn(2, 3, 8), self_mask=torch.ones(4, 4))
+    with pytest.raises(ValueError, match=r"DecoderBlock: memory_mask of shape \(2, 1, 1, 4\) does not broadcast .*\(2, 2, 4, 3\)"):
+        block(x, torch.randn(2, 3, 8), memory_mask=torch.ones(2, 1, 1, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"x is torch.float64 on cpu but the weights are torch.float32 on cpu"):
+        block(x.double(), torch.randn(2, 3, 8))
+
+
+def test_one_forward_checks_each_input_once(monkeypatch):
+    """The block checks x, memory and the masks at its boundary; the sublayers and the attention below
+    them check nothing again (they are called with check_inputs=False)."""
+    from lessons_src import _validate
+
+    calls = []
+    for name in ("mask", "sequence", "attention_inputs"):
+        real = getattr(_validate, name)
+        monkeypatch.setattr(_validate, name, lambda *a, _real=real, _name=name, **kw: calls.append(_name) or _real(*a, **kw))
+    x, memory = torch.randn(2, 4, 8), torch.randn(2, 3, 8)
+    keep = padding_mask([4, 2])[:, None, None, :]
+    DecoderBlock(8, 2, 16)(x, memory, self_mask=keep, memory_mask=padding_mask([3, 1])[:, None, None, :])
+    assert sorted(calls) == ["mask", "mask", "sequence", "sequence"]  # self_mask, memory_mask; x, memory
+    calls.clear()
+    Encoder(3, 8, 2, 16)(x, mask=keep)
+    assert sorted(calls) == ["mask", "sequence"]  # once for the stack of 3 layers

@@ -10,7 +10,13 @@ from torch import nn
 from torch.testing import assert_close
 
 from lessons_src.masks import causal_mask, padding_mask
-from lessons_src.multihead import MultiHeadAttention, attn_mask_to_mask, key_padding_mask_to_mask
+from lessons_src.multihead import (
+    MultiHeadAttention,
+    attn_mask_to_mask,
+    key_padding_mask_to_mask,
+    merge_heads,
+    split_heads,
+)
 
 TOL = {"atol": 1e-5, "rtol": 1e-5}
 
@@ -36,6 +42,30 @@ def _pair(D: int, H: int, bias: bool = True, seed: int = 0, dropout: float = 0.0
 
 def _torch(ref: nn.MultiheadAttention, q, k, v, **kw):
     return ref(q, k, v, need_weights=True, average_attn_weights=False, **kw)
+
+
+@pytest.mark.parametrize("B,L,D,H", [(2, 5, 12, 3), (1, 1, 8, 8), (3, 4, 16, 1), (2, 6, 32, 4)])
+def test_split_heads_gives_head_h_its_block_of_features(B, L, D, H):
+    x = torch.randn(B, L, D, generator=torch.Generator().manual_seed(D))
+    heads = split_heads(x, H)
+    d_k = D // H
+    assert heads.shape == (B, H, L, d_k) and heads.data_ptr() == x.data_ptr()  # a view
+    for h in range(H):
+        assert torch.equal(heads[:, h], x[..., h * d_k : (h + 1) * d_k])
+    merged = merge_heads(heads)
+    assert torch.equal(merged, x)  # the inverse
+    assert torch.equal(merged, torch.cat([heads[:, h] for h in range(H)], dim=-1))  # Concat(head_0, ...)
+
+
+def test_split_and_merge_heads_errors():
+    with pytest.raises(ValueError, match=r"split_heads: D=10 is not divisible by num_heads=3"):
+        split_heads(torch.randn(2, 4, 10), 3)
+    with pytest.raises(ValueError, match=r"split_heads: x must be a 3-D tensor \(B, L, D\), got torch.Size\(\[4, 10\]\)"):
+        split_heads(torch.randn(4, 10), 2)
+    with pytest.raises(ValueError, match=r"split_heads: num_heads must be a positive int, got 0"):
+        split_heads(torch.randn(2, 4, 10), 0)
+    with pytest.raises(ValueError, match=r"merge_heads: x must be a 4-D tensor \(B, H, L, d_k\)"):
+        merge_heads(torch.randn(2, 4, 10))
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -154,6 +184,55 @@ def test_mask_shapes_broadcast_alike():
     assert not torch.allclose(got, ours(q, kv, kv)[0])  # the mask did something
 
 
+# Every mask shape a module accepts, for B = H = 2 (where a 3-D mask read as (H, Lq, Lk) would
+# silently mask the wrong rows), Lq = 3, Lk = 5, and how PyTorch's (B * H, Lq, Lk) attn_mask spells it.
+MASK_SHAPES = {
+    "(Lk,)": (5,),
+    "(Lq, Lk)": (3, 5),
+    "(B, Lq, Lk): one per sequence": (2, 3, 5),
+    "(B, 1, 1, Lk): padding": (2, 1, 1, 5),
+    "(B, 1, Lq, Lk)": (2, 1, 3, 5),
+    "(1, H, Lq, Lk): per head": (1, 2, 3, 5),
+    "(B, H, Lq, Lk)": (2, 2, 3, 5),
+}
+
+
+def as_torch_attn_mask(mask: torch.Tensor, B: int, H: int, Lq: int, Lk: int) -> torch.Tensor:
+    """Our mask (True = may attend) as nn.MultiheadAttention's 3-D attn_mask (B * H, Lq, Lk), True = ignore."""
+    if mask.dim() == 3:
+        mask = mask[:, None]  # (B, 1, Lq, Lk): the documented reading of a 3-D mask
+    return ~mask.expand(B, H, Lq, Lk).reshape(B * H, Lq, Lk)
+
+
+@pytest.mark.parametrize("name", MASK_SHAPES)
+def test_every_mask_shape_matches_torch(name):
+    B, Lq, Lk, D, H = 2, 3, 5, 8, 2
+    ref, ours = _pair(D, H, seed=18)
+    g = torch.Generator().manual_seed(19)
+    q, kv = torch.randn(B, Lq, D, generator=g), torch.randn(B, Lk, D, generator=g)
+    mask = torch.rand(MASK_SHAPES[name], generator=g) < 0.6
+    mask[..., 0] = True  # every query keeps a key: PyTorch's weights are then defined
+    expected, expected_w = _torch(ref, q, kv, kv, attn_mask=as_torch_attn_mask(mask, B, H, Lq, Lk))
+    got, got_w = ours(q, kv, kv, mask)
+    assert_close(got, expected, **TOL)
+    assert_close(got_w, expected_w, **TOL)
+    assert not torch.allclose(got, ours(q, kv, kv)[0])  # the mask did something
+
+
+def test_a_3d_mask_is_one_per_sequence_not_one_per_head():
+    """With B == H a 3-D mask could line up with the heads; it is read as (B, Lq, Lk) instead."""
+    B, Lq, Lk, D, H = 2, 3, 4, 8, 2
+    torch.manual_seed(20)
+    ours = MultiHeadAttention(D, H)
+    q, kv = torch.randn(B, Lq, D), torch.randn(B, Lk, D)
+    mask = torch.ones(B, Lq, Lk, dtype=torch.bool)
+    mask[1, :, 2:] = False  # sequence 1 may not see keys 2, 3
+    _, weights = ours(q, kv, kv, mask)
+    assert (weights[1, :, :, 2:] == 0).all()  # both heads of sequence 1
+    assert (weights[0] > 0).all()  # nothing of sequence 0
+    assert_close(ours(q, kv, kv, mask)[0], ours(q, kv, kv, mask[:, None])[0], atol=0, rtol=0)
+
+
 def test_fully_masked_row_gives_zero_weights_not_nan():
     # nn.MultiheadAttention returns NaN for a query that may attend to nothing; ours gives zero
     # weights, so that head contributes nothing and the output is w_o's bias.
@@ -234,7 +313,7 @@ def test_d_model_not_divisible_by_num_heads():
 @pytest.mark.parametrize(
     "q_shape,k_shape,v_shape,match",
     [
-        ((4, 8), (2, 4, 8), (2, 4, 8), r"query must be 3-D .*\(4, 8\)"),
+        ((4, 8), (2, 4, 8), (2, 4, 8), r"query must be a 3-D tensor \(B, L, d_model\), got shape \(4, 8\)"),
         ((2, 4, 12), (2, 4, 8), (2, 4, 8), r"query's last dim is 12 but d_model=8"),
         ((2, 4, 8), (2, 4, 8), (2, 4, 6), r"value's last dim is 6 but d_model=8"),
         ((2, 4, 8), (3, 4, 8), (3, 4, 8), r"query B=2, key B=3, value B=3"),
@@ -258,7 +337,12 @@ def test_dtype_mismatch_with_weights():
     [
         (torch.ones(2, 1, 1, 5, dtype=torch.long), r"boolean .*torch.int64"),
         (torch.ones(3, 5, dtype=torch.bool), r"\(3, 5\) does not broadcast .*\(2, 2, 4, 5\)"),
-        (torch.ones(2, 4, 5, dtype=torch.bool), r"3-D mask of shape \(2, 4, 5\) is ambiguous"),
+        (
+            torch.ones(3, 4, 5, dtype=torch.bool),
+            r"mask of shape \(3, 4, 5\), read as \(B, 1, Lq, Lk\) = \(3, 1, 4, 5\), does not broadcast to the "
+            r"scores' shape \(2, 2, 4, 5\) = \(B, H, Lq, Lk\)",
+        ),
+        (torch.ones(4, 5, dtype=torch.bool, device="meta"), r"mask is on meta but the inputs are on cpu"),
         (torch.ones(2, 3, 4, 5, dtype=torch.bool), r"\(2, 3, 4, 5\) does not broadcast"),
     ],
 )

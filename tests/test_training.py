@@ -9,14 +9,15 @@ import torch
 from torch import nn
 
 from lessons_src.data import shift_batch
+from lessons_src.gqa import GroupedQueryAttention
 from lessons_src.training import (
     TorchMultiheadAttention,
     TrainResult,
     antidiagonal_mass,
     diagonal_mass,
     train_attention,
+    warmup_factor,
 )
-from lessons_src.variants import GroupedQueryAttention
 
 SMALL = {"steps": 150, "batch_size": 16, "seq_len": 6, "d_model": 16, "step_size": 100, "progress": False}
 
@@ -119,7 +120,7 @@ def test_errors_name_the_values():
         antidiagonal_mass(torch.rand(3, 4))
     with pytest.raises(ValueError, match=r"steps must be a positive int, got 0"):
         train_attention(lambda: GroupedQueryAttention(16, 2, 1), steps=0, progress=False)
-    with pytest.raises(ValueError, match=r"snapshot_every must be a positive int or None, got 0"):
+    with pytest.raises(ValueError, match=r"snapshot_every must be a positive int, got 0"):
         train_attention(lambda: GroupedQueryAttention(16, 2, 1), snapshot_every=0, progress=False)
 
     class NoWeights(nn.Module):
@@ -145,8 +146,41 @@ def test_torch_wrapper_follows_our_mask_convention():
     keys = torch.tensor([[True, True, True, True], [True, True, False, False]])[:, None, None, :]  # (B, 1, 1, Lk)
     _, weights = model(x, x, x, mask=keys)
     assert torch.all(weights[1, :, :, 2:] == 0) and torch.all(weights[0] > 0)
-    with pytest.raises(ValueError, match=r"got \(2, 4, 4\)"):
-        model(x, x, x, mask=torch.ones(2, 4, 4, dtype=torch.bool))
+    per_sequence = torch.ones(2, 4, 4, dtype=torch.bool).tril()  # (B, Lq, Lk): one mask per sequence
+    per_sequence[1, :, 2:] = False
+    _, weights = model(x, x, x, mask=per_sequence)
+    torch.testing.assert_close(weights, model(x, x, x, mask=per_sequence[:, None])[1], atol=0, rtol=0)
+    assert torch.all(weights[1, :, :, 2:] == 0) and torch.all(weights[0, :, 3] > 0)
+    with pytest.raises(ValueError, match=r"mask of shape \(3, 4, 4\), read as .* does not broadcast"):
+        model(x, x, x, mask=torch.ones(3, 4, 4, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("warmup_steps", [2, 5, 50])
+def test_warmup_factor_is_pytorchs_linear_lr(warmup_steps):
+    """LambdaLR(warmup_factor) and LinearLR(start_factor=1/w, total_iters=w-1) give the same rates."""
+    rates = {}
+    for name in ("ours", "torch"):
+        optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.01)
+        if name == "ours":
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: warmup_factor(s, warmup_steps))
+        else:
+            scheduler = torch.optim.lr_scheduler.LinearLR(optimizer, 1 / warmup_steps, 1.0, total_iters=warmup_steps - 1)
+        rates[name] = []
+        for _ in range(2 * warmup_steps + 3):
+            rates[name].append(optimizer.param_groups[0]["lr"])
+            optimizer.step()
+            scheduler.step()
+    assert rates["ours"] == pytest.approx(rates["torch"], rel=1e-5, abs=1e-12)
+    assert rates["ours"][0] == pytest.approx(0.01 / warmup_steps) and rates["ours"][warmup_steps - 1] == pytest.approx(0.01)
+
+
+def test_warmup_factor_values_and_errors():
+    assert [warmup_factor(s, 4) for s in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+    assert warmup_factor(0, 0) == 1.0 and warmup_factor(0, 1) == 1.0  # no warm-up
+    with pytest.raises(ValueError, match=r"warmup_factor: warmup_steps must be an int >= 0, got -1"):
+        warmup_factor(0, -1)
+    with pytest.raises(ValueError, match=r"warmup_factor: step must be an int >= 0, got 1.5"):
+        warmup_factor(1.5, 10)
 
 
 @pytest.mark.cuda

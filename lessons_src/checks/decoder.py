@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from .._validate import broadcast_shape
 from ..device import one_cpu_thread
-from ..masks import broadcast_shape, causal_mask, padding_mask
+from ..masks import causal_mask, padding_mask
 from ..multihead import MultiHeadAttention
 from ._result import CheckResult, call_learner, close, finish, is_device_error, learner_error, shape_of
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from ..variants import sliding_window_mask
+from ..masks import sliding_window_mask
 from ._result import CheckResult, call_learner, finish, shape_of
 
 __all__ = ["check_sliding_window_mask"]

@@ -1,4 +1,4 @@
-"""Check for exercise 6 (chapter "The encoder block"): a pre-LN encoder block and a pre-LN stack.
+"""Check for exercise 6 (chapter "The transformer encoder block"): a pre-LN encoder block and a pre-LN stack.
 
 The learner writes ``pre_ln_block(x, attention, ff, norm1, norm2, mask=None)``, one pre-LN block
 from its parts, and ``pre_ln_encoder(x, layers, norm, mask=None)``, a stack of such blocks

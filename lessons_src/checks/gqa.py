@@ -73,9 +73,9 @@ def _call(check: str, where: str, fn: Callable[..., object], *args: object,
             hint = ("the tensor is not contiguous (it came from a transpose), so `.view` cannot reshape it: "
                     "use `.reshape`, or `repeat_interleave`, which needs no reshape.")
         elif cache and "Sizes of tensors must match except in dimension" in message:
-            dim = message.split("except in dimension")[1].split(".")[0].strip()
-            if dim not in ("2", "-2"):
-                summary = (f"{where}: the cache was appended along dim {dim}, not along the sequence (dim 2): "
+            axis = message.split("except in dimension")[1].split(".")[0].strip()
+            if axis not in ("2", "-2"):
+                summary = (f"{where}: the cache was appended along dim {axis}, not along the sequence (dim 2): "
                            f"torch.cat raised {learner_error(exc)}")
                 hint = ("the cache is (B, H_kv, T, d) and grows in T, one position per step: "
                         "`torch.cat([key_cache, key_new], dim=2)`.")
@@ -114,17 +114,17 @@ def _expand_cases() -> list[_ExpandCase]:
 
 def _expand_wrong_shapes(kv: Tensor, num_heads: int) -> list[tuple[tuple[int, ...], str, str]]:
     """Shapes that known mistakes produce: (shape, what is wrong, how to fix)."""
-    batch, kv_heads, length, dim = kv.shape
-    group = num_heads // kv_heads
+    B, num_kv_heads, L, head_dim = kv.shape
+    group = num_heads // num_kv_heads
     fix_dim = f"expand the heads, dim 1: {_REPEAT_INTERLEAVE}."
     return [
-        ((batch * group, kv_heads, length, dim), "expanded along dim 0 (the batch) instead of dim 1 (the heads)",
+        ((B * group, num_kv_heads, L, head_dim), "expanded along dim 0 (the batch) instead of dim 1 (the heads)",
          fix_dim),
-        ((batch, kv_heads, length * group, dim), "expanded along dim 2 (the sequence) instead of dim 1 (the heads)",
+        ((B, num_kv_heads, L * group, head_dim), "expanded along dim 2 (the sequence) instead of dim 1 (the heads)",
          fix_dim),
-        ((batch, kv_heads, length, dim * group), "expanded along the last dim (the features) instead of dim 1 (the heads)",
+        ((B, num_kv_heads, L, head_dim * group), "expanded along the last dim (the features) instead of dim 1 (the heads)",
          fix_dim),
-        ((batch, kv_heads * num_heads, length, dim),
+        ((B, num_kv_heads * num_heads, L, head_dim),
          "each KV head was repeated num_heads times instead of num_heads // H_kv times",
          "repeat each KV head by the group size `num_heads // kv.size(1)`, so the result has num_heads heads."),
     ]
@@ -163,11 +163,11 @@ def check_expand_kv(fn: Callable[..., object]) -> CheckResult:
                                       f"{_REPEAT_INTERLEAVE}."))
         if close(result, expected):
             continue
-        kv_heads = case.kv.size(1)
+        num_kv_heads = case.kv.size(1)
         used = _heads_used(result.detach(), case.kv)
-        wanted = [h // (case.num_heads // kv_heads) for h in range(case.num_heads)]
+        wanted = [h // (case.num_heads // num_kv_heads) for h in range(case.num_heads)]
         details = [f"query heads got KV heads {used}, expected {wanted}"]
-        if used == [h % kv_heads for h in range(case.num_heads)]:
+        if used == [h % num_kv_heads for h in range(case.num_heads)]:
             return finish(CheckResult(
                 name, False, f"{where}: wrong grouping: query head h got KV head h % H_kv (the order of "
                 "`repeat`/tiling), not h // (H / H_kv)", f"{_CONVENTION}. `kv.repeat(1, group, 1, 1)` tiles "
@@ -204,8 +204,8 @@ def _reference_step(step: _Step) -> tuple[Tensor, Tensor, Tensor]:
 
 def _step_mistakes(step: _Step) -> list[tuple[Tensor | None, Tensor | None, str, str]]:
     """Known wrong steps: (output or None, key cache or None, what is wrong, how to fix)."""
-    num_heads, kv_heads = step.query.size(1), step.key_new.size(1)
-    group = num_heads // kv_heads
+    num_heads, num_kv_heads = step.query.size(1), step.key_new.size(1)
+    group = num_heads // num_kv_heads
     key = torch.cat([step.key_cache, step.key_new], dim=2)
     value = torch.cat([step.value_cache, step.value_new], dim=2)
     q, d = step.query, step.query.size(-1)
@@ -239,15 +239,15 @@ def _step_mistakes(step: _Step) -> list[tuple[Tensor | None, Tensor | None, str,
     return out
 
 
-def _step(seed: int, batch: int, num_heads: int, kv_heads: int, dim: int, past: int) -> _Step:
+def _step(seed: int, B: int, num_heads: int, num_kv_heads: int, head_dim: int, past: int) -> _Step:
     """One decoding step whose cache already holds ``past`` positions."""
     g = _generator(seed)
 
     def rand(*shape: int) -> Tensor:
         return torch.randn(*shape, generator=g)
 
-    return _Step(rand(batch, num_heads, 1, dim), rand(batch, kv_heads, past, dim), rand(batch, kv_heads, past, dim),
-                 rand(batch, kv_heads, 1, dim), rand(batch, kv_heads, 1, dim))
+    return _Step(rand(B, num_heads, 1, head_dim), rand(B, num_kv_heads, past, head_dim), rand(B, num_kv_heads, past, head_dim),
+                 rand(B, num_kv_heads, 1, head_dim), rand(B, num_kv_heads, 1, head_dim))
 
 
 def _check_step_result(name: str, where: str, result: object, step: _Step) -> CheckResult | None:
@@ -264,12 +264,12 @@ def _check_step_result(name: str, where: str, result: object, step: _Step) -> Ch
     expected_out, expected_k, expected_v = _reference_step(step)
     for label, got, want in (("key_cache", key_cache, expected_k), ("value_cache", value_cache, expected_v)):
         if got.shape != want.shape:
-            batch, kv_heads, length, dim = want.shape
-            past = length - 1  # torch.cat on another axis only works when T == 1
+            B, num_kv_heads, L, head_dim = want.shape
+            past = L - 1  # torch.cat on another axis only works when T == 1
             wrong_axis = {
-                (batch, 2 * kv_heads, past, dim): "dim 1 (the heads)",
-                (2 * batch, kv_heads, past, dim): "dim 0 (the batch)",
-                (batch, kv_heads, past, 2 * dim): "the last dim (the features)",
+                (B, 2 * num_kv_heads, past, head_dim): "dim 1 (the heads)",
+                (2 * B, num_kv_heads, past, head_dim): "dim 0 (the batch)",
+                (B, num_kv_heads, past, 2 * head_dim): "the last dim (the features)",
             }.get(tuple(got.shape)) if past == 1 else None
             if wrong_axis is not None:
                 return finish(CheckResult(name, False, f"{where}: the cache was appended along {wrong_axis}, not "
@@ -281,7 +281,7 @@ def _check_step_result(name: str, where: str, result: object, step: _Step) -> Ch
                                           f"({got.size(1)} heads), not the H_kv={want.size(1)} shared ones",
                                           "cache the small (B, H_kv, T, d) tensors and expand a copy for the "
                                           "attention: that is the memory grouped-query attention saves."))
-            if tuple(got.shape) == (batch, kv_heads, length - 1, dim):
+            if tuple(got.shape) == (B, num_kv_heads, L - 1, head_dim):
                 return finish(CheckResult(name, False, f"{where}: the returned {label} was not updated with the new "
                                           "token", "return the caches with the new key and value appended "
                                           "(T + 1 positions), so that the next step sees this token."))
@@ -342,26 +342,26 @@ def check_attend_with_cache(fn: Callable[..., object]) -> CheckResult:
         ("B=1, H=6, H_kv=3, d=4, an empty cache (T=0)", 2, 1, 6, 3, 4, 0),
         ("B=2, H=4, H_kv=1 (multi-query), d=8, T=5", 3, 2, 4, 1, 8, 5),
     ]
-    for number, (description, seed, batch, num_heads, kv_heads, dim, past) in enumerate(configs, start=1):
+    for number, (description, seed, B, num_heads, num_kv_heads, head_dim, past) in enumerate(configs, start=1):
         where = f"case {number}/{len(configs) + 1} ({description})"
-        step = _step(seed, batch, num_heads, kv_heads, dim, past)
+        step = _step(seed, B, num_heads, num_kv_heads, head_dim, past)
         result, failure = _run_step(name, where, fn, step)
         if failure is not None:
             return failure
 
     # Decode a whole sequence from an empty cache, feeding back the learner's caches.
-    batch, num_heads, kv_heads, dim, length = 2, 4, 2, 8, 6
+    B, num_heads, num_kv_heads, head_dim, L = 2, 4, 2, 8, 6
     g = _generator(4)
-    query = torch.randn(batch, num_heads, length, dim, generator=g)  # (B, H, L, d)
-    key = torch.randn(batch, kv_heads, length, dim, generator=g)  # (B, H_kv, L, d)
-    value = torch.randn(batch, kv_heads, length, dim, generator=g)
+    query = torch.randn(B, num_heads, L, head_dim, generator=g)  # (B, H, L, d)
+    key = torch.randn(B, num_kv_heads, L, head_dim, generator=g)  # (B, H_kv, L, d)
+    value = torch.randn(B, num_kv_heads, L, head_dim, generator=g)
     full, _ = scaled_dot_product_attention(query, _expand(key, num_heads), _expand(value, num_heads),
-                                           causal_mask(length))  # (B, H, L, d)
-    key_cache = torch.zeros(batch, kv_heads, 0, dim)
-    value_cache = torch.zeros(batch, kv_heads, 0, dim)
-    for t in range(length):
-        where = (f"case {len(configs) + 1}/{len(configs) + 1} (decoding L={length} tokens one by one from an empty "
-                 f"cache, B={batch}, H={num_heads}, H_kv={kv_heads}; step {t})")
+                                           causal_mask(L))  # (B, H, L, d)
+    key_cache = torch.zeros(B, num_kv_heads, 0, head_dim)
+    value_cache = torch.zeros(B, num_kv_heads, 0, head_dim)
+    for t in range(L):
+        where = (f"case {len(configs) + 1}/{len(configs) + 1} (decoding L={L} tokens one by one from an empty "
+                 f"cache, B={B}, H={num_heads}, H_kv={num_kv_heads}; step {t})")
         step = _Step(query[:, :, t : t + 1], key_cache, value_cache, key[:, :, t : t + 1], value[:, :, t : t + 1])
         result, failure = _run_step(name, where, fn, step)
         if failure is not None:
@@ -371,4 +371,4 @@ def check_attend_with_cache(fn: Callable[..., object]) -> CheckResult:
             return finish(CheckResult(name, False, f"{where}: the output differs from the full causal pass",
                                       "each step must equal row t of causal attention over the whole sequence."))
     return finish(CheckResult(name, True, f"all {len(configs) + 1} cases match the reference (a cache of 3, an empty "
-                              f"cache, multi-query, and {length} steps equal to the full causal pass)"))
+                              f"cache, multi-query, and {L} steps equal to the full causal pass)"))

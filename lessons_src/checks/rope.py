@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from ..device import one_cpu_thread
-from ..variants import apply_rope, rope_frequencies
+from ..rotary import apply_rope, rope_frequencies
 from ._result import CheckResult, call_learner, close, finish, not_one_tensor, shape_of
 
 __all__ = ["check_apply_rope"]

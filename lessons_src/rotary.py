@@ -1,0 +1,87 @@
+"""Rotary position embeddings (RoPE): rotate queries and keys by position-dependent angles.
+
+Taught in the chapter "Rotary position embeddings". RoFormer (Su et al. 2021); the interleaved
+pairs ``(x_{2i}, x_{2i+1})`` of the paper.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from . import _validate as check
+
+__all__ = ["rope_frequencies", "apply_rope"]
+
+
+def rope_frequencies(
+    head_dim: int, max_len: int, base: float = 10000.0, *, device: torch.device | str | None = None
+) -> tuple[Tensor, Tensor]:
+    """cos and sin of the rotation angles ``m · θ_i``, each float32 ``(max_len, head_dim // 2)``.
+
+    ``θ_i = base^(-2i / head_dim)`` for pair i (RoFormer eq. 15). Angles are computed in float64
+    on the CPU, then rounded, so long positions keep their precision.
+    Taught in the chapter "Rotary position embeddings".
+    """
+    check.positive_int(head_dim, "head_dim", "rope_frequencies")
+    check.positive_int(max_len, "max_len", "rope_frequencies")
+    if head_dim % 2 != 0:
+        raise ValueError(f"rope_frequencies: head_dim must be even (it rotates pairs), got {head_dim}")
+    if not base > 0:
+        raise ValueError(f"rope_frequencies: base must be positive, got {base!r}")
+    theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (d/2,)
+    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * theta[None, :]  # (max_len, d/2)
+    return angles.cos().float().to(device), angles.sin().float().to(device)
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, positions: Tensor | int | None = None) -> Tensor:
+    """Rotate each pair ``(x_{2i}, x_{2i+1})`` of ``x (..., L, head_dim)`` by angle ``m · θ_i``.
+
+    The interleaved-pairs convention of RoFormer (not GPT-NeoX's rotate-half, which pairs
+    ``x_i`` with ``x_{i + d/2}``). ``positions``: None for ``0 .. L-1``; an int offset p for
+    ``p .. p+L-1`` (decoding with a cache); or an integer tensor ``(L,)`` or ``(..., L)``.
+    ``cos``/``sin`` come from ``rope_frequencies``. Returns x's shape and dtype.
+    Taught in the chapter "Rotary position embeddings".
+    """
+    if not isinstance(x, Tensor) or x.dim() < 2:
+        raise ValueError(f"apply_rope: x must be a tensor (..., L, head_dim), got {getattr(x, 'shape', x)!r}")
+    head_dim, seq_len = x.size(-1), x.size(-2)
+    if head_dim % 2 != 0:
+        raise ValueError(f"apply_rope: head_dim must be even (it rotates pairs), got {head_dim} in x {tuple(x.shape)}")
+    if cos.shape != sin.shape or cos.dim() != 2 or cos.size(1) != head_dim // 2:
+        raise ValueError(
+            f"apply_rope: cos and sin must both be (max_len, head_dim/2={head_dim // 2}), "
+            f"got {tuple(cos.shape)} and {tuple(sin.shape)}"
+        )
+    max_len = cos.size(0)
+    if positions is None or isinstance(positions, int):
+        start = 0 if positions is None else positions
+        if start < 0 or start + seq_len > max_len:
+            raise ValueError(
+                f"apply_rope: positions {start}..{start + seq_len - 1} are outside the "
+                f"table's 0..{max_len - 1}; build rope_frequencies with a larger max_len"
+            )
+        cos_m, sin_m = cos[start : start + seq_len], sin[start : start + seq_len]  # (L, d/2)
+    else:
+        if positions.dtype.is_floating_point or positions.size(-1) != seq_len:
+            raise ValueError(
+                f"apply_rope: positions must be an integer tensor (..., L={seq_len}), "
+                f"got dtype {positions.dtype} and shape {tuple(positions.shape)}"
+            )
+        if positions.numel() and (int(positions.min()) < 0 or int(positions.max()) >= max_len):
+            raise ValueError(
+                f"apply_rope: positions span {int(positions.min())}..{int(positions.max())} but the "
+                f"table covers 0..{max_len - 1}"
+            )
+        positions = positions.to(cos.device)
+        cos_m, sin_m = cos[positions], sin[positions]  # (..., L, d/2)
+    # Rotate in at least float32 (half-precision angles drift), then return x's dtype.
+    dtype = torch.promote_types(x.dtype, torch.float32)
+    cos_m = cos_m.to(device=x.device, dtype=dtype)
+    sin_m = sin_m.to(device=x.device, dtype=dtype)
+    x_even = x[..., 0::2].to(dtype)  # (..., L, d/2)
+    x_odd = x[..., 1::2].to(dtype)  # (..., L, d/2)
+    rotated = torch.stack(
+        (x_even * cos_m - x_odd * sin_m, x_even * sin_m + x_odd * cos_m), dim=-1
+    )  # (..., L, d/2, 2)
+    return rotated.flatten(-2).to(x.dtype)  # (..., L, d)
