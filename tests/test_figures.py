@@ -3,7 +3,9 @@ the small pure functions behind the pictures checked by value."""
 
 import io
 import itertools
+import json
 import math
+from pathlib import Path
 
 import matplotlib
 
@@ -39,6 +41,8 @@ from lessons_src.figures import (  # noqa: E402
     training_attention,
 )
 from lessons_src.widgets import InteractiveFigure  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _weights(*shape: int, seed: int = 0) -> torch.Tensor:
@@ -181,10 +185,15 @@ def chapter_figure(request):
     return request.param, figure
 
 
-def test_every_chapter_has_a_figure_module():
+def test_every_chapter_has_a_figure_module_named_after_it():
     import lessons_src.figures as figures
 
     assert sorted(figures.__all__) == sorted(BUILDERS)
+    chapters = sorted(path.stem[3:] for path in (ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
+    assert chapters == sorted(BUILDERS)
+    for name in BUILDERS:  # and each module's docstring names its chapter by the notebook's title
+        title = json.loads(next((ROOT / "book").glob(f"??_{name}.ipynb")).read_text())["cells"][0]["source"][0]
+        assert globals()[name].__doc__.startswith(f'Chapter "{title[2:].split(":")[0].strip()}"'), name
 
 
 def test_figure_has_its_alt_text(chapter_figure):
