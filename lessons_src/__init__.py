@@ -17,6 +17,8 @@ Each module holds one concept and names the chapter that teaches it:
 - ``device``: device and seeding helpers, used by every chapter
 - ``_validate``: the input checks every public function and ``forward`` makes once, at its boundary
 - ``plotting``, ``widgets``: heatmaps, and sliders that work live and on the static site
+- ``figures``: each chapter's slider figure, one module per chapter, named after it
+- ``profiling``: time and peak memory of a call, on a CPU or a GPU (chapter "Efficient attention")
 - ``checks``: exercise checks that name the learner's mistake
 """
 

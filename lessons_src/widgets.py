@@ -98,6 +98,49 @@ def _palette_png(png: bytes, colors: int = 128) -> bytes:
     return buf.getvalue()
 
 
+def _blit_layers(fig: Figure, animated: Sequence[Artist]) -> tuple[list[Artist], list[Artist]]:
+    """Split a blitted figure's drawing into what is drawn on every redraw and what goes on top.
+
+    A full draw draws each Axes' children in z-order (then insertion order). Per Axes, the
+    animated artists and the static children between them (spines, reference lines) are drawn on
+    every redraw in that order; the static children after the last animated one (a legend, the
+    spines over an image) are drawn once into a transparent layer and laid over each redraw. Tick
+    labels and titles stay in the background unless animated: they lie outside the plotting area.
+    Animated artists outside any Axes are drawn last, in z-order. Returns (every redraw, on top).
+    """
+    from matplotlib.axis import Axis
+
+    wanted = {id(artist) for artist in animated}
+    every, on_top = [], []
+    for ax in fig.axes:
+        titles = (ax.title, ax._left_title, ax._right_title)
+        inside = sorted((c for c in ax.get_children() if c is not ax.patch and c not in titles
+                         and (id(c) in wanted or (c.get_visible() and not isinstance(c, Axis)))),
+                        key=lambda c: c.get_zorder())
+        mine = [i for i, c in enumerate(inside) if id(c) in wanted]
+        if mine:
+            every += inside[mine[0] : mine[-1] + 1]
+            on_top += inside[mine[-1] + 1 :]
+        every += [t for t in titles if id(t) in wanted]
+    placed = {id(artist) for artist in every}
+    every += sorted((a for a in animated if id(a) not in placed), key=lambda a: a.get_zorder())
+    return every, on_top
+
+
+class _Overlay:
+    """Pixels drawn once on a transparent canvas, laid over each redraw (alpha blending)."""
+
+    def __init__(self, rgba: np.ndarray) -> None:
+        self.rows, self.cols = np.nonzero(rgba[..., 3])
+        alpha = rgba[self.rows, self.cols, 3:4].astype(np.float32) / 255  # (N, 1): only drawn pixels
+        self.color = rgba[self.rows, self.cols, :3] * alpha + 0.5  # premultiplied, +0.5 to round
+        self.keep = 1 - alpha
+
+    def blend_into(self, rgba: np.ndarray) -> None:
+        under = rgba[self.rows, self.cols, :3]
+        rgba[self.rows, self.cols, :3] = (self.color + under * self.keep).astype(np.uint8)
+
+
 class InteractiveFigure:
     """A matplotlib figure redrawn by ``update(**slider_values)`` as sliders move.
 
@@ -108,7 +151,13 @@ class InteractiveFigure:
     ``animated``: optionally, every artist that ``update`` changes. The rest of the figure (axes,
     tick labels, legends, colorbars) is then rendered once and reused, and each redraw draws only
     these artists on top of it (blitting): several times faster for figures with many labels.
-    Animated artists are drawn over the static ones, in z-order.
+    What a full draw would put over them inside their Axes (a legend, the spines over an image's
+    edge) is drawn once too, into a transparent layer laid over each redraw, so a blitted frame
+    looks like a full redraw (see ``_blit_layers``).
+
+    ``background_sliders``: with ``animated``, the names of the sliders whose values also change
+    the static parts (tick labels, limits). One background is drawn and kept per combination of
+    their values, so moving any other slider only redraws the animated artists.
     """
 
     def __init__(
@@ -120,6 +169,7 @@ class InteractiveFigure:
         alt: str,
         dpi: float | None = None,
         animated: Sequence[Artist] = (),
+        background_sliders: Sequence[str] = (),
     ) -> None:
         sliders = tuple(sliders)
         if not sliders:
@@ -135,6 +185,14 @@ class InteractiveFigure:
                 f"InteractiveFigure: {n_frames} frames ({' x '.join(str(len(s.values)) for s in sliders)}) "
                 f"is more than {MAX_FRAMES}; use fewer slider values"
             )
+        background_sliders = tuple(background_sliders)
+        if set(background_sliders) - set(names):
+            raise ValueError(
+                f"InteractiveFigure: background_sliders {sorted(set(background_sliders) - set(names))} "
+                f"are not slider names {names}"
+            )
+        if background_sliders and not animated:
+            raise ValueError("InteractiveFigure: background_sliders needs the animated artists too")
         self.fig = fig
         self.update = update
         self.sliders = sliders
@@ -149,10 +207,12 @@ class InteractiveFigure:
         plt.close(fig)
         FigureCanvasAgg(fig)
         self._widget = None
-        self.animated = sorted(animated, key=lambda artist: artist.get_zorder())
-        for artist in self.animated:
+        self.animated, self.overlay = _blit_layers(fig, animated) if animated else ([], [])
+        for artist in (*self.animated, *self.overlay):
             artist.set_animated(True)  # left out of a full draw: the reused background
-        self._background = None
+        self.background_sliders = background_sliders
+        # background_sliders' values -> (the saved background, the overlay or None)
+        self._backgrounds: dict[tuple, tuple[Any, _Overlay | None]] = {}
 
     # -- rendering -------------------------------------------------------------------------
     def initial_values(self) -> dict[str, Any]:
@@ -166,16 +226,34 @@ class InteractiveFigure:
         params = {**self.initial_values(), **values}
         self.update(**params)
         canvas = self.fig.canvas
+        overlay = None
         if not self.animated:
             canvas.draw()  # not savefig: no bbox or layout pass
         else:
-            if self._background is None:
-                canvas.draw()  # everything but the animated artists, once
-                self._background = canvas.copy_from_bbox(self.fig.bbox)
-            canvas.restore_region(self._background)
+            key = tuple(params[name] for name in self.background_sliders)
+            if key not in self._backgrounds:
+                self._backgrounds[key] = self._draw_background()
+            background, overlay = self._backgrounds[key]
+            canvas.restore_region(background)
             for artist in self.animated:
                 self.fig.draw_artist(artist)
-        return _fast_png(np.asarray(canvas.buffer_rgba()))
+        pixels = np.asarray(canvas.buffer_rgba())
+        if overlay is not None:
+            overlay.blend_into(pixels)
+        return _fast_png(pixels)
+
+    def _draw_background(self) -> tuple[Any, _Overlay | None]:
+        """Everything but the animated artists and the overlay, then the overlay on its own."""
+        canvas = self.fig.canvas
+        canvas.draw()  # leaves out every artist marked animated
+        background = canvas.copy_from_bbox(self.fig.bbox)
+        if not self.overlay:
+            return background, None
+        renderer = canvas.get_renderer()
+        renderer.clear()  # transparent
+        for artist in self.overlay:
+            artist.draw(renderer)
+        return background, _Overlay(np.asarray(canvas.buffer_rgba()))
 
     def frames(self) -> list[bytes]:
         """Every frame of the slider grid, in row-major order (last slider fastest), as

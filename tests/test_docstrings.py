@@ -29,8 +29,10 @@ TITLE_THEN_CHAPTER = re.compile(r'"([^"]+)"\s+chapter\b', re.I)
 NUMBERED = re.compile(r"\bchapter\s+\d+", re.I)
 TAUGHT = re.compile(r'Taught in the chapters?\s+"')
 
-# Modules that are not a concept of a chapter: sliders and figures, and the validation helpers.
-NOT_TAUGHT = {"lessons_src.plotting", "lessons_src.widgets", "lessons_src._validate", "lessons_src.checks"}
+# Modules that are not a concept of a chapter: sliders and figures (each module of
+# lessons_src.figures names its chapter), and the validation helpers.
+NOT_TAUGHT = {"lessons_src.plotting", "lessons_src.widgets", "lessons_src.figures", "lessons_src._validate",
+              "lessons_src.checks"}
 
 
 def chapter_titles() -> dict[str, str]:

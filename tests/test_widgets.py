@@ -2,6 +2,7 @@
 
 import base64
 import re
+from io import BytesIO
 
 import matplotlib
 
@@ -9,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from PIL import Image  # noqa: E402
 
 from lessons_src.widgets import MAX_FRAMES, InteractiveFigure, Slider  # noqa: E402
 
@@ -159,3 +161,41 @@ def test_blitting_draws_the_same_frames_as_full_redraws():
     assert len({f.tobytes() for f in blitted}) == 6  # every frame differs
     for a, b in zip(full, blitted):
         assert np.array_equal(a, b)
+
+
+def _ticks_figure(blit):
+    """A line whose length changes the tick labels (static parts), under a legend."""
+    fig, ax = plt.subplots(figsize=(3, 2), dpi=50)
+    (line,) = ax.plot(np.zeros(8), zorder=3, label="wave")
+    ax.legend(loc="upper left")  # drawn over the line by a full draw
+    ax.set_ylim(-3, 3)
+
+    def update(length, amplitude):
+        line.set_data(np.arange(length), amplitude * np.sin(np.arange(length)))
+        ax.set_xlim(0, length - 1)
+        ax.set_xticks(range(length), [f"t{i}" for i in range(length)])
+
+    sliders = [Slider("length", [4, 8]), Slider("amplitude", [0.5, 1.0, 2.0])]
+    if not blit:
+        return InteractiveFigure(fig, update, sliders, alt="x")
+    return InteractiveFigure(fig, update, sliders, alt="x", animated=[line], background_sliders=["length"])
+
+
+def test_background_sliders_keep_one_background_per_value():
+    blitted, full = _ticks_figure(True), _ticks_figure(False)
+    assert blitted.overlay == [blitted.fig.axes[0].get_legend()]  # a full draw puts it over the line
+    for length in (4, 8, 4):
+        for amplitude in (0.5, 2.0):
+            a = np.asarray(Image.open(BytesIO(blitted.render(length=length, amplitude=amplitude))).convert("RGB"), int)
+            b = np.asarray(Image.open(BytesIO(full.render(length=length, amplitude=amplitude))).convert("RGB"), int)
+            assert np.abs(a - b).max() <= 2  # the same picture, up to the overlay's rounding
+    assert sorted(blitted._backgrounds) == [(4,), (8,)]
+
+
+def test_bad_background_sliders():
+    fig, update = _figure()
+    sliders = [Slider("amplitude", [1, 2]), Slider("phase", [0, 1])]
+    with pytest.raises(ValueError, match=r"background_sliders \['nope'\] are not slider names"):
+        InteractiveFigure(fig, update, sliders, alt="x", animated=fig.axes[0].lines, background_sliders=["nope"])
+    with pytest.raises(ValueError, match="needs the animated artists"):
+        InteractiveFigure(fig, update, sliders, alt="x", background_sliders=["phase"])

@@ -1,0 +1,35 @@
+"""The chapters' slider figures: one module per chapter, named after it, one function per figure.
+
+Each function takes what its chapter computed (or the data it shows) and returns an
+``lessons_src.widgets.InteractiveFigure``; the sums behind the pictures are small pure functions
+next to it, tested in ``tests/test_figures.py``. A chapter shows the idea and one call, e.g.::
+
+    from lessons_src.figures import masking
+    masking.mask_explorer(mask_and_weights, seq_lens, paddings)
+
+- ``attention_from_scratch.steer_query``: one 2-D query steered over four keys
+- ``scaling.score_explorer``: the scores' spread and the weights by d_k, scaled or not
+- ``masking.mask_explorer``: a padded sentence's mask and weights, causal or not
+- ``multi_head_attention.head_explorer``: one layer cut into H heads, one head at a time
+- ``training_attention.emergence_explorer``: the anti-diagonal appearing during training
+- ``encoder_block.table_explorer``: the sinusoidal table, a row and a column at a time
+- ``layer_norm_placement.depth_explorer``: gradient norms per layer, post-LN and pre-LN
+- ``decoder_and_cross_attention.cross_attention_explorer``: cross-attention during training
+- ``efficient_attention.window_explorer``: memory and time by window and length
+- ``grouped_query_and_kv_cache.sharing_explorer``: KV heads shared by query heads, cache sizes
+- ``rotary_embeddings.rope_explorer``: a rotated query and key, and their score by distance
+"""
+
+__all__ = [
+    "attention_from_scratch",
+    "scaling",
+    "masking",
+    "multi_head_attention",
+    "training_attention",
+    "encoder_block",
+    "layer_norm_placement",
+    "decoder_and_cross_attention",
+    "efficient_attention",
+    "grouped_query_and_kv_cache",
+    "rotary_embeddings",
+]

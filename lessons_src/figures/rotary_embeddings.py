@@ -1,0 +1,117 @@
+"""Chapter "Rotary position embeddings": rotate a query and a key; their score depends on the distance only."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+import torch
+from torch import Tensor
+
+from lessons_src import apply_rope, rope_frequencies
+from lessons_src.widgets import InteractiveFigure, Slider
+
+from ._style import COLORS, DPI, despine, new_figure
+
+__all__ = ["rotate", "rotated_pairs", "score_curve", "pair_angle", "rope_explorer"]
+
+ALT = (
+    "Three panels. Left and middle: the first two pairs of an 8-dimensional query (blue arrow) "
+    "and key (orange arrow), each rotated to its position; the angle between them is printed "
+    "below. Right: the score q·k against the distance m - n from 0 to 16, a grey line computed "
+    "at m = 16 with blue dots computed at the chosen m lying on it, and a black circle at the "
+    "chosen distance."
+)
+
+
+def rotate(x: Tensor, positions: Tensor) -> Tensor:
+    """One vector x (d,) rotated to each of ``positions`` (n,) by ``apply_rope``: (n, d)."""
+    cos, sin = rope_frequencies(x.size(-1), max_len=int(positions.max()) + 1)
+    return apply_rope(x.expand(len(positions), x.size(-1)), cos, sin, positions=positions)  # (n, d)
+
+
+def rotated_pairs(query: Tensor, key: Tensor, m: int, delta: int) -> tuple[Tensor, Tensor]:
+    """The query (d,) at position m and the key (d,) at m - delta, rotated, as (d/2, 2) pairs."""
+    q_m = rotate(query, torch.tensor([m]))[0].view(-1, 2)  # (d/2, 2)
+    k_n = rotate(key, torch.tensor([m - delta]))[0].view(-1, 2)  # (d/2, 2)
+    return q_m, k_n
+
+
+def score_curve(query: Tensor, key: Tensor, m: int, distances: Tensor) -> Tensor:
+    """q_m · k_(m - Δ) for each Δ in ``distances`` (n,): the query at m against the key at every distance."""
+    q_m = rotate(query, torch.tensor([m]))[0]  # (d,)
+    return rotate(key, m - distances) @ q_m  # (n, d) @ (d,) -> (n,)
+
+
+def pair_angle(a: Tensor, b: Tensor) -> float:
+    """Angle in degrees from 2-D vector a to 2-D vector b, in (-180, 180]."""
+    return math.degrees(math.atan2(a[0] * b[1] - a[1] * b[0], a @ b))
+
+
+def rope_explorer(
+    query: Tensor,
+    key: Tensor,
+    positions: Sequence[int],
+    distances: Sequence[int],
+    max_distance: int = 16,
+    start_m: int = 20,
+    start_delta: int = 2,
+) -> InteractiveFigure:
+    """Sliders for the query's position m and the distance Δ = m - n to the key, both (d,).
+
+    The score line is computed at the first of ``positions``, for Δ = 0 .. ``max_distance``; the
+    dots at the slider's m.
+    """
+    curve_distances = torch.arange(0, max_distance + 1)  # (n,): Δ, also the index into a curve
+    head_dim = query.size(-1)
+    reference = score_curve(query, key, positions[0], curve_distances)
+    fig = new_figure(8, 3.5)
+    ax_pair0, ax_pair1, ax_score = fig.subplots(1, 3, gridspec_kw={"width_ratios": [1, 1, 1.35]})
+    arrow_style = dict(angles="xy", scale_units="xy", scale=1, width=0.025)
+    arrows, angle_texts = [], []
+    for i, ax in enumerate([ax_pair0, ax_pair1]):
+        radius = max(query[2 * i : 2 * i + 2].norm(), key[2 * i : 2 * i + 2].norm()).item()
+        ax.add_patch(plt.Circle((0, 0), radius, fill=False, ls=":", color="grey"))
+        arrows.append((ax.quiver([0], [0], [1], [0], color=COLORS[0], **arrow_style),
+                       ax.quiver([0], [0], [1], [0], color=COLORS[1], **arrow_style)))
+        angle_texts.append(ax.text(0, -1.38, "", ha="center", fontsize=9))
+        ax.set(xlim=(-1.5, 1.5), ylim=(-1.5, 1.5), aspect="equal", xticks=[], yticks=[],
+               title=f"pair {i} (θ = {10000 ** (-2 * i / head_dim):g})")
+    ax_pair0.legend(arrows[0], ["query at m", "key at n"], loc="upper left", fontsize=8, frameon=False,
+                    handlelength=1)
+
+    ax_score.plot(curve_distances, reference, color="grey", lw=1.5, label=f"computed at m = {positions[0]}")
+    dots = ax_score.scatter(curve_distances, reference, s=14, color=COLORS[0], zorder=3,
+                            label="computed at the slider's m")
+    current = ax_score.scatter([0], [0], s=110, facecolors="none", edgecolors="black", lw=2, zorder=4)
+    score_title = ax_score.set_title("", fontsize=10)
+    ax_score.set(xlabel="distance Δ = m - n", ylabel="score $q_m \\cdot k_n$", xticks=range(0, max_distance + 1, 4))
+    ax_score.legend(fontsize=8, frameon=False, loc="lower left")
+    despine(ax_score)
+
+    def update(m: int, delta: int) -> None:
+        q_m, k_n = rotated_pairs(query, key, m, delta)
+        for i, (query_arrow, key_arrow) in enumerate(arrows):
+            query_arrow.set_UVC([q_m[i, 0]], [q_m[i, 1]])
+            key_arrow.set_UVC([k_n[i, 0]], [k_n[i, 1]])
+            angle_texts[i].set_text(f"angle key→query {pair_angle(k_n[i], q_m[i]):.0f}°")
+        curve = score_curve(query, key, m, curve_distances)
+        dots.set_offsets(torch.stack([curve_distances.float(), curve], dim=1))
+        current.set_offsets([[delta, curve[delta].item()]])
+        score_title.set_text(f"m = {m}, n = {m - delta}: score {curve[delta]:.3f}")
+
+    update(start_m, start_delta)  # fill the texts in before the layout pass, so it makes room for them
+    fig.tight_layout()
+    return InteractiveFigure(
+        fig,
+        update,
+        [
+            Slider("m", positions, label="query position m", initial=start_m),
+            Slider("delta", distances, label="distance Δ = m - n", initial=start_delta),
+        ],
+        # What update changes; the circles, axes, line and legends are drawn once.
+        animated=[*(arrow for pair in arrows for arrow in pair), *angle_texts, dots, current, score_title],
+        alt=ALT,
+        dpi=DPI,
+    )

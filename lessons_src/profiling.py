@@ -1,0 +1,123 @@
+"""Time and peak memory of one call, on a CPU or a GPU, and which attention kernel it ran.
+
+Taught in the chapter "Efficient attention", which measures with these, as does
+``benchmarks/bench_attention.py``:
+
+- **time**: calls after a warm-up, timed with ``time.perf_counter`` and, on a GPU, a synchronize
+  before and after (GPU calls return before the work is done); the fastest (least disturbed by
+  the rest of the machine) or the median of them;
+- **peak memory** beyond what existed before the call, its output included: on CUDA,
+  ``torch.cuda.max_memory_allocated``; on a CPU, which has no such counter, PyTorch's profiler
+  records every allocation (+bytes) and free (-bytes) its CPU allocator sees, and the running
+  total's maximum is the peak.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+__all__ = ["synchronize", "times_ms", "time_ms", "peak_memory_bytes", "peak_memory_mib", "kernel_name"]
+
+MiB = 2**20
+
+
+def synchronize(device: torch.device | str = "cpu") -> None:
+    """Wait for the GPU to finish its queued work (no-op on a CPU)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def times_ms(fn: Callable[[], object], runs: int = 3, warmup: int = 1, device: torch.device | str = "cpu") -> list[float]:
+    """Milliseconds of each of ``runs`` calls of ``fn()``, after ``warmup`` untimed calls."""
+    if runs < 1 or warmup < 0:
+        raise ValueError(f"times_ms: runs must be >= 1 and warmup >= 0, got runs={runs}, warmup={warmup}")
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(runs):
+        synchronize(device)
+        start = time.perf_counter()
+        fn()
+        synchronize(device)
+        times.append(1e3 * (time.perf_counter() - start))
+    return times
+
+
+def time_ms(
+    fn: Callable[[], object],
+    runs: int = 3,
+    warmup: int = 1,
+    device: torch.device | str = "cpu",
+    statistic: Callable[[list[float]], float] = min,
+) -> float:
+    """``statistic`` (the fastest, by default; or e.g. ``statistics.median``) of ``times_ms``."""
+    return statistic(times_ms(fn, runs, warmup, device))
+
+
+@contextlib.contextmanager
+def _stderr_silenced() -> Iterator[None]:
+    """Point file descriptor 2 at /dev/null for a moment: some PyTorch builds' profilers log
+    start/stop lines there on every run, noise on a page."""
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def _profiled(fn: Callable[[], object], device: torch.device | str, memory: bool) -> profile:
+    """Run fn() once under PyTorch's profiler (CPU-side events) and return the profile."""
+    with _stderr_silenced(), profile(activities=[ProfilerActivity.CPU], profile_memory=memory) as prof:
+        fn()
+        synchronize(device)
+    return prof
+
+
+def peak_memory_bytes(fn: Callable[[], object], device: torch.device | str = "cpu") -> int:
+    """Peak bytes allocated by tensors on ``device`` while ``fn()`` runs, beyond what existed before."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        fn()
+        synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - before
+    if device.type != "cpu":
+        raise ValueError(f"peak_memory_bytes: measures cpu and cuda, not {device.type}")
+    with _stderr_silenced():
+        events = _profiled(fn, device, memory=True).events()
+        # Each op's own net allocation (+) or free (-); frees outside any op are "[memory]"
+        # events. Allocations count from the op's start, frees from its end.
+        changes = sorted((e.time_range.start if e.self_cpu_memory_usage > 0 else e.time_range.end,
+                          e.self_cpu_memory_usage) for e in events if e.self_cpu_memory_usage)
+    held = peak = 0
+    for _, change in changes:
+        held += change
+        peak = max(peak, held)
+    return peak
+
+
+def peak_memory_mib(fn: Callable[[], object], device: torch.device | str = "cpu") -> float:
+    """``peak_memory_bytes`` in MiB."""
+    return peak_memory_bytes(fn, device) / MiB
+
+
+def kernel_name(fn: Callable[[], object], device: torch.device | str = "cpu") -> str:
+    """The attention kernel PyTorch ran inside fn(), e.g. ``aten::_scaled_dot_product_...``."""
+    with _stderr_silenced():
+        names = [e.name for e in _profiled(fn, device, memory=False).events()]
+    names = [name for name in names if name.startswith("aten::_scaled_dot_product")]
+    return names[0] if names else "none (no fused kernel ran)"

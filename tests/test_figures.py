@@ -1,0 +1,371 @@
+"""lessons_src.figures: every chapter's slider figure built, every frame drawn, every slider alive;
+the small pure functions behind the pictures checked by value."""
+
+import io
+import itertools
+import json
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from lessons_src import (  # noqa: E402
+    antidiagonal_mass,
+    apply_rope,
+    causal_mask,
+    kv_cache_bytes,
+    padding_mask,
+    rope_frequencies,
+    scaled_dot_product_attention,
+    sinusoidal_positional_encoding,
+    sliding_window_mask,
+)
+from lessons_src.figures import (  # noqa: E402
+    attention_from_scratch,
+    decoder_and_cross_attention,
+    efficient_attention,
+    encoder_block,
+    grouped_query_and_kv_cache,
+    layer_norm_placement,
+    masking,
+    multi_head_attention,
+    rotary_embeddings,
+    scaling,
+    training_attention,
+)
+from lessons_src.widgets import InteractiveFigure  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _weights(*shape: int, seed: int = 0) -> torch.Tensor:
+    """Random attention weights: rows that sum to 1."""
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).mul(2).softmax(dim=-1)
+
+
+# Small inputs of the chapters' kinds, made with the package, for each figure function.
+KEY_ANGLES = torch.tensor([180.0, 67.5, 22.5, 270.0])
+KEYS_2D = 2.0 * torch.stack([torch.cos(torch.deg2rad(KEY_ANGLES)), torch.sin(torch.deg2rad(KEY_ANGLES))], dim=-1)
+VALUES_2D = torch.tensor([[-1.0, 1.0], [1.0, 1.0], [1.0, -1.0], [-1.0, -1.0]])
+
+
+def _steer_query():
+    return attention_from_scratch.steer_query(["The", "cat", "sat", "down"], KEYS_2D, VALUES_2D,
+                                              [22.5 * i for i in range(0, 16, 4)], [0.5, 1.0, 2.5])
+
+
+def test_steer_query_draws_what_attend_returns():
+    # A chapter passes its own attention: the bars show what it returns.
+    uniform = attention_from_scratch.steer_query(
+        ["The", "cat", "sat", "down"], KEYS_2D, VALUES_2D, [0.0, 90.0], [1.0, 2.0], start_angle=0.0,
+        attend=lambda angle, length: (torch.full((4,), 0.25), torch.zeros(2)))
+    uniform.render(angle=90.0)
+    assert [bar.get_height() for bar in _bars(uniform)] == [0.25] * 4
+    default = _steer_query()
+    default.render(angle=90.0, length=2.5)
+    weights, _ = attention_from_scratch.attend_2d(90.0, 2.5, KEYS_2D, VALUES_2D)
+    assert [bar.get_height() for bar in _bars(default)] == weights.tolist()
+
+
+def _bars(figure):
+    return [artist for artist in figure.animated if isinstance(artist, Rectangle)]
+
+
+def _score_explorer():
+    generator = torch.Generator().manual_seed(0)
+    edges = torch.linspace(-96, 96, 65)
+    frames = {}
+    for d_k in (4, 64):
+        query, key = torch.randn(6, d_k, generator=generator), torch.randn(12, d_k, generator=generator)
+        for scaling_on in ("off", "on"):
+            scores = query @ key.T / (math.sqrt(d_k) if scaling_on == "on" else 1.0)  # (6, 12)
+            counts = torch.histogram(scores.flatten().clamp(-96, 96), bins=edges).hist
+            weights = scores.softmax(dim=-1)
+            frames[d_k, scaling_on] = {"histogram": counts / counts.sum(), "weights": weights,
+                                       "std": scores.std().item(), "largest": weights.amax(-1).mean().item()}
+    return scaling.score_explorer(frames, edges, [4, 64])
+
+
+def _mask_and_weights(seq_len, padding, causal_on):
+    tokens = [f"w{i}" for i in range(seq_len - padding)] + ["<pad>"] * padding
+    mask = padding_mask([seq_len - padding], seq_len)[0][None, :].expand(seq_len, seq_len)  # (L, L)
+    if causal_on:
+        mask = mask & causal_mask(seq_len)
+    x = torch.randn(seq_len, 8, generator=torch.Generator().manual_seed(seq_len))  # (L, D)
+    return tokens, mask, scaled_dot_product_attention(x, x, x, mask)[1]
+
+
+def _mask_explorer():
+    return masking.mask_explorer(_mask_and_weights, [4, 6], [0, 2])
+
+
+def _head_explorer():
+    maps = {h: _weights(h, 8, 8, seed=h) for h in (1, 2, 4, 8)}
+    return multi_head_attention.head_explorer(maps, "the cat sat on the mat and slept".split())
+
+
+def _emergence_explorer():
+    maps = _weights(60, 10, 10)
+    losses = torch.logspace(0, -2, 60)
+
+    def at_step(step):
+        return maps[step], antidiagonal_mass(maps[step]), losses[step].item()
+
+    return training_attention.emergence_explorer(at_step, losses, [0, 10, 20, 59])
+
+
+def _table_explorer():
+    return encoder_block.table_explorer(sinusoidal_positional_encoding(64, 64), [0, 20, 63], [0, 6, 62])
+
+
+def _depth_explorer():
+    norms = {(norm_first, d): torch.linspace(0.2, 0.6, d).flip(0) if norm_first else torch.linspace(0.2, 0.6, d)
+             for norm_first in (False, True) for d in (2, 4, 8)}
+    return layer_norm_placement.depth_explorer(norms)
+
+
+def _cross_attention_explorer():
+    snapshots = {s: _weights(2, 8, 8, seed=s) for s in (0, 100, 300)}
+    masses = {layer: [antidiagonal_mass(snapshots[s][layer - 1]) for s in (0, 100, 300)] for layer in (1, 2)}
+    return decoder_and_cross_attention.cross_attention_explorer(snapshots, masses)
+
+
+def _window_explorer():
+    pictures = {(n, w): sliding_window_mask(n, w).float().view(32, n // 32, 32, n // 32).mean(dim=(1, 3))
+                for n in (256, 512) for w in (16, 32)}
+    memory = {(v, n, w): (1 + i) * n / 64 for i, v in enumerate(efficient_attention.VARIANTS)
+              for n, w in pictures}
+    times = {(v, n, w): (4 - i) * n / 100 * (1 + w / 64) for i, v in enumerate(efficient_attention.VARIANTS)
+             for n, w in pictures}
+    return efficient_attention.window_explorer(pictures, memory, times)
+
+
+def _sharing_explorer():
+    cache = {(h, n): kv_cache_bytes(1, n, 32, h, 128, torch.float16) / 2**30 for h in (1, 2, 4, 8) for n in (1024, 4096)}
+    return grouped_query_and_kv_cache.sharing_explorer(cache)
+
+
+Q_SMALL = torch.tensor([1.0, 0.2, 0.6, 0.8, 0.5, -0.5, 0.3, 0.9])
+K_SMALL = torch.tensor([0.8, -0.6, 0.9, 0.3, -0.2, 0.7, 0.6, 0.4])
+
+
+def _rope_explorer():
+    return rotary_embeddings.rope_explorer(Q_SMALL, K_SMALL, [16, 20, 24], [0, 2, 8])
+
+
+BUILDERS = {
+    "attention_from_scratch": _steer_query,
+    "scaling": _score_explorer,
+    "masking": _mask_explorer,
+    "multi_head_attention": _head_explorer,
+    "training_attention": _emergence_explorer,
+    "encoder_block": _table_explorer,
+    "layer_norm_placement": _depth_explorer,
+    "decoder_and_cross_attention": _cross_attention_explorer,
+    "efficient_attention": _window_explorer,
+    "grouped_query_and_kv_cache": _sharing_explorer,
+    "rotary_embeddings": _rope_explorer,
+}
+
+
+def _pixels(png: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=int)
+
+
+@pytest.fixture(scope="module", params=sorted(BUILDERS))
+def chapter_figure(request):
+    figure = BUILDERS[request.param]()
+    return request.param, figure
+
+
+def test_every_chapter_has_a_figure_module_named_after_it():
+    import lessons_src.figures as figures
+
+    assert sorted(figures.__all__) == sorted(BUILDERS)
+    chapters = sorted(path.stem[3:] for path in (ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
+    assert chapters == sorted(BUILDERS)
+    for name in BUILDERS:  # and each module's docstring names its chapter by the notebook's title
+        title = json.loads(next((ROOT / "book").glob(f"??_{name}.ipynb")).read_text())["cells"][0]["source"][0]
+        assert globals()[name].__doc__.startswith(f'Chapter "{title[2:].split(":")[0].strip()}"'), name
+
+
+def test_figure_has_its_alt_text(chapter_figure):
+    name, figure = chapter_figure
+    module = globals()[name]
+    assert isinstance(figure, InteractiveFigure)
+    assert figure.alt == module.ALT and len(figure.alt) > 100
+    assert figure.fig.get_dpi() == 80
+
+
+def test_every_frame_renders(chapter_figure):
+    _, figure = chapter_figure
+    frames = figure.frames()
+    assert len(frames) == math.prod(len(s.values) for s in figure.sliders)
+    width, height = figure.fig.canvas.get_width_height()
+    for frame in frames:
+        assert frame.startswith(b"\x89PNG")
+        assert Image.open(io.BytesIO(frame)).size == (width, height)
+
+
+def test_moving_each_slider_changes_the_image(chapter_figure):
+    _, figure = chapter_figure
+    initial = figure.initial_values()
+    first = figure.render()
+    for slider in figure.sliders:
+        for value in slider.values:
+            if value != initial[slider.name]:
+                assert figure.render(**{slider.name: value}) != first, (slider.name, value)
+    assert figure.render() == first  # back at the start: the same picture
+
+
+def test_blitting_draws_what_a_full_redraw_draws(chapter_figure):
+    # The animated artists are drawn over a saved background: the picture must not change.
+    _, figure = chapter_figure
+    grid = list(itertools.product(*(s.values for s in figure.sliders)))
+    names = [s.name for s in figure.sliders]
+    for combo in (grid[0], grid[-1]):
+        values = dict(zip(names, combo))
+        blitted = _pixels(figure.render(**values))
+        for artist in (*figure.animated, *figure.overlay):
+            artist.set_animated(False)
+        full = figure.fig.canvas
+        full.draw()
+        drawn = np.asarray(full.buffer_rgba())[..., :3].astype(int)
+        for artist in (*figure.animated, *figure.overlay):
+            artist.set_animated(True)
+        assert np.abs(blitted - drawn).mean() < 0.005, values  # a few tick marks' half pixels
+    figure.render()
+
+
+# -- the pure functions, by value ---------------------------------------------------------------
+def test_query_vector_and_attend_2d():
+    torch.testing.assert_close(attention_from_scratch.query_vector(90.0, 2.0), torch.tensor([0.0, 2.0]))
+    keys = torch.tensor([[1.0, 0.0], [-1.0, 0.0]])
+    values = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    weights, output = attention_from_scratch.attend_2d(0.0, math.sqrt(2), keys, values)
+    # scores ±sqrt(2)/sqrt(2) = ±1: weights softmax([1, -1])
+    expected = torch.softmax(torch.tensor([1.0, -1.0]), dim=0)
+    torch.testing.assert_close(weights, expected)
+    torch.testing.assert_close(output, expected)  # values are the unit vectors
+    weights, _ = attention_from_scratch.attend_2d(90.0, 1.0, keys, values)  # orthogonal: even split
+    torch.testing.assert_close(weights, torch.tensor([0.5, 0.5]))
+
+
+def test_bar_label_style():
+    assert attention_from_scratch.bar_label_style(0.9) == {"y": pytest.approx(0.87), "va": "top",
+                                                            "color": "white", "text": "0.90"}
+    assert attention_from_scratch.bar_label_style(0.25) == {"y": pytest.approx(0.28), "va": "bottom",
+                                                             "color": "black", "text": "0.25"}
+
+
+def test_scaling_titles():
+    assert scaling.scores_title(64, "off", 7.96) == "Scores: std 7.96 (√d_k = 8)"
+    assert scaling.scores_title(64, "on", 0.995) == "Scores: std 0.99 (scaled: about 1)"
+    assert scaling.weights_title(0.876) == "Weights: largest per row 0.88 on average"
+
+
+def test_masking_helpers():
+    assert masking.square_extent(4) == (-0.5, 3.5, 3.5, -0.5)
+    assert masking.mask_title("on") == "mask: padding & causal\nblue: may attend, grey: blocked"
+    assert masking.mask_title("off").startswith("mask: padding only\n")
+    assert masking.weights_title(6, 2) == "weights: 4 real + 2 <pad>"
+    assert masking.MASK_CMAP(1.0)[:3] != masking.MASK_CMAP(0.0)[:3]
+
+
+def test_entropy_and_head_entropies():
+    uniform, one_hot = torch.full((8,), 1 / 8), torch.eye(8)[3]
+    torch.testing.assert_close(multi_head_attention.entropy(uniform), torch.tensor(math.log(8)))
+    assert multi_head_attention.entropy(one_hot) == 0
+    # Two sharp heads that look at different keys: each has entropy 0, their average log 2.
+    maps = torch.stack([torch.eye(4), torch.eye(4).roll(1, dims=-1)])  # (2, 4, 4)
+    per_head, average = multi_head_attention.head_entropies(maps)
+    torch.testing.assert_close(per_head, torch.zeros(2))
+    assert average == pytest.approx(math.log(2))
+
+
+def test_head_titles():
+    assert multi_head_attention.head_titles(4, 1) == ("head 1 of H = 4", "", "average of the 4 heads")
+    assert multi_head_attention.head_titles(2, 5) == ("head 5: not in H = 2", "H = 2 has only\nheads 0 to 1",
+                                                      "average of the 2 heads")
+    assert multi_head_attention.head_titles(1, 0)[2] == "the only head (H = 1)"
+
+
+def test_curve_steps_and_map_title():
+    steps = training_attention.curve_steps(2000)
+    assert steps[0] == 0 and steps[1] == 1 and steps[-1] == 1999
+    assert steps == sorted(set(steps)) and 100 <= len(steps) <= 151
+    assert steps[:11] == list(range(11))  # every step at first (the symlog axis is linear to 10) ...
+    assert np.diff(np.log(steps[10:])).max() < 0.1  # ... then log-spaced: no big jump on a log axis
+    assert training_attention.map_title(20, 0.512) == "step 20\n0.51 on the anti-diagonal"
+
+
+def test_dimension_wave_matches_the_table():
+    table = sinusoidal_positional_encoding(64, 64).double()
+    positions = torch.arange(64, dtype=torch.float64)
+    for dim in (0, 1, 6, 17, 62, 63):
+        kind, wavelength = encoder_block.dimension_wave(dim, 64)
+        assert kind == ("sin" if dim % 2 == 0 else "cos")
+        wave = getattr(torch, kind)(2 * math.pi * positions / wavelength)
+        torch.testing.assert_close(table[:, dim], wave, atol=1e-5, rtol=1e-5)
+    assert encoder_block.dimension_wave(0, 64)[1] == pytest.approx(2 * math.pi)
+    assert encoder_block.dimension_wave(63, 64)[1] == pytest.approx(2 * math.pi * 10000 ** (62 / 64))
+
+
+def test_layer_norm_titles():
+    post, pre = torch.tensor([0.2, 0.3, 0.4]), torch.tensor([0.4, 0.3, 0.2])
+    assert layer_norm_placement.last_over_first(post) == pytest.approx(2.0)
+    assert layer_norm_placement.depth_title(3, post, pre) == "N = 3: last/first layer 2.00 (post-LN), 0.50 (pre-LN)"
+
+
+def test_cross_attention_title():
+    assert decoder_and_cross_attention.map_title(2, 300, 0.6789) == "layer 2, step 300: anti-diagonal mass 0.68"
+
+
+def test_window_share_and_bar_label():
+    for seq_len, window in ((10, 3), (64, 16), (8, 8), (5, 9)):
+        allowed = sliding_window_mask(seq_len, window).sum().item()
+        assert efficient_attention.window_share(seq_len, window) == pytest.approx(allowed / seq_len**2)
+    assert efficient_attention.bar_label(1234.5) == "1234"
+    assert efficient_attention.bar_label(12.345) == "12.3"
+    assert efficient_attention.bar_label(0.01234) == "0.0123"
+
+
+def test_assignment_and_its_picture():
+    matrix = grouped_query_and_kv_cache.assignment(8, 2)
+    assert matrix.shape == (8, 2)
+    assert matrix.argmax(dim=1).tolist() == [0, 0, 0, 0, 1, 1, 1, 1]  # repeat_interleave, not repeat
+    picture = grouped_query_and_kv_cache.assignment_picture(2)
+    assert picture.shape == (8, 8, 3)
+    assert (picture[:, 2:] == grouped_query_and_kv_cache.ABSENT).all()  # KV heads 2..7 do not exist
+    assert (picture[:4, 0] == picture[0, 0]).all() and (picture[4:, 1] == picture[4, 1]).all()
+    assert (picture[0, 0] != picture[4, 1]).any()  # two KV heads, two colours
+    assert (picture[4:, 0] == grouped_query_and_kv_cache.UNUSED).all()
+    assert grouped_query_and_kv_cache.sharing_title(2) == "8 query heads, 2 KV heads: groups of 4"
+    assert grouped_query_and_kv_cache.sharing_title(1) == "8 query heads, 1 KV head: groups of 8"
+
+
+def test_rope_helpers():
+    cos, sin = rope_frequencies(8, max_len=40)
+    rotated = rotary_embeddings.rotate(Q_SMALL, torch.tensor([3, 30]))  # (2, 8)
+    expected = apply_rope(Q_SMALL.expand(40, 8), cos, sin)[[3, 30]]
+    torch.testing.assert_close(rotated, expected)
+    # Pair 0 turns by m radians: at m = 0 nothing moves.
+    q_0, k_0 = rotary_embeddings.rotated_pairs(Q_SMALL, K_SMALL, 0, 0)
+    torch.testing.assert_close(q_0, Q_SMALL.view(4, 2))
+    q_m, k_n = rotary_embeddings.rotated_pairs(Q_SMALL, K_SMALL, 20, 3)
+    assert rotary_embeddings.pair_angle(k_n[0], q_m[0]) == pytest.approx(
+        math.degrees(math.remainder(3 + math.atan2(0.2, 1.0) - math.atan2(-0.6, 0.8), 2 * math.pi)), abs=1e-3)
+    assert rotary_embeddings.pair_angle(torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])) == pytest.approx(90.0)
+    # The score depends on the distance only, and Δ = 0 is the plain dot product.
+    distances = torch.arange(0, 17)
+    at_16 = rotary_embeddings.score_curve(Q_SMALL, K_SMALL, 16, distances)
+    torch.testing.assert_close(rotary_embeddings.score_curve(Q_SMALL, K_SMALL, 40, distances), at_16,
+                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(at_16[0], Q_SMALL @ K_SMALL)

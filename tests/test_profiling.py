@@ -1,0 +1,89 @@
+"""lessons_src.profiling: calls counted, peak memory of known allocations, the kernel's name.
+
+No wall-clock thresholds: the machine is shared. The timings are printed, not asserted."""
+
+import statistics
+
+import pytest
+import torch
+
+from lessons_src import fused_attention, scaled_dot_product_attention
+from lessons_src.profiling import MiB, kernel_name, peak_memory_bytes, peak_memory_mib, time_ms, times_ms
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+FLOAT = 4  # bytes per float32
+
+
+def test_times_ms_warms_up_then_times_each_run():
+    calls = []
+    times = times_ms(lambda: calls.append(1), runs=5, warmup=2)
+    assert len(calls) == 7 and len(times) == 5
+    assert all(t >= 0 for t in times)
+    print("times of an empty call, ms:", [round(t, 4) for t in times])
+
+
+def test_time_ms_takes_the_statistic_of_the_runs():
+    seen = []
+
+    def statistic(times):
+        seen.append(list(times))
+        return statistics.median(times)
+
+    result = time_ms(lambda: sum(range(1000)), runs=4, statistic=statistic)
+    assert len(seen) == 1 and len(seen[0]) == 4
+    assert result == statistics.median(seen[0])
+    assert time_ms(lambda: None, runs=3) >= 0  # the fastest, by default
+
+
+def test_bad_runs():
+    with pytest.raises(ValueError, match="runs must be >= 1"):
+        times_ms(lambda: None, runs=0)
+    with pytest.raises(ValueError, match="measures cpu and cuda, not meta"):
+        peak_memory_bytes(lambda: None, "meta")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_peak_memory_of_one_tensor_is_its_size(device):
+    size = 1000 * 1000 * FLOAT
+    peak = peak_memory_bytes(lambda: torch.ones(1000, 1000, device=device), device)
+    assert size <= peak <= size + 64 * 1024  # the tensor, and at most an allocator's rounding
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_peak_is_what_is_alive_at_once_not_the_total(device):
+    size = 256 * 1024 * FLOAT
+
+    def two_at_once():
+        a = torch.ones(256, 1024, device=device)
+        b = torch.ones(256, 1024, device=device)
+        return a, b
+
+    def one_after_the_other():
+        for _ in range(4):
+            a = torch.ones(256, 1024, device=device)
+            del a
+
+    assert 2 * size <= peak_memory_bytes(two_at_once, device) < 2.5 * size
+    assert size <= peak_memory_bytes(one_after_the_other, device) < 1.5 * size
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_explicit_attention_holds_scores_and_weights(device):
+    # As chapter "Efficient attention" predicts: (B, H, L, L) scores and weights alive together,
+    # plus the (B, H, L, d_k) output.
+    query = torch.randn(1, 4, 256, 32, device=device)
+    predicted = 2 * 1 * 4 * 256 * 256 * FLOAT + query.nbytes
+    with torch.no_grad():
+        measured = peak_memory_bytes(lambda: scaled_dot_product_attention(query, query, query), device)
+        fused = peak_memory_bytes(lambda: fused_attention(query, query, query), device)
+    assert abs(measured - predicted) <= 0.1 * predicted
+    assert fused < 0.5 * measured  # no (L, L) matrix
+    assert peak_memory_mib(lambda: torch.ones(MiB // FLOAT, device=device), device) == pytest.approx(1.0, abs=0.01)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_kernel_name(device):
+    query = torch.randn(1, 2, 16, 8, device=device)
+    name = kernel_name(lambda: fused_attention(query, query, query), device)
+    assert name.startswith("aten::_scaled_dot_product_") and "math" not in name
+    assert kernel_name(lambda: scaled_dot_product_attention(query, query, query), device) == "none (no fused kernel ran)"
