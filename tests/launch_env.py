@@ -46,8 +46,8 @@ def torch_pin() -> str:
 
 # Colab's versions of what the notebooks touch, from googlecolab/backend-info's pip-freeze.txt
 # (2026-08; ipywidgets 7.7.1 since 2022, IPython 7.34.0 since 2023), including the pip that runs
-# the install cell. notebook 6.5.7 is Colab's
-# too: ipywidgets 7's widgetsnbextension needs a notebook package, and 6.5 is lighter than 7.
+# the install cell. notebook 6.5.7 is Colab's too: ipywidgets 7's widgetsnbextension needs a
+# notebook package, and 6.5 is lighter than 7.
 COLAB = (
     "pip==24.1.2",
     "ipywidgets==7.7.1", "widgetsnbextension==3.6.10", "jupyterlab_widgets==3.0.16",

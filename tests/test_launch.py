@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -107,6 +108,11 @@ def test_the_repository_url_resolves_to_the_local_release(tmp_path):
         assert (release.path / name).read_bytes() == (ROOT / name).read_bytes()
 
 
+def _plain(text: str) -> str:
+    """Without the terminal colours of IPython's tracebacks."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
 def _execute(env, release, notebook: Path, strict: bool):
     """Run one notebook; return nbval's process, its seconds, and whether its install cell
     installed lessons_src (the first notebook in each venv does; the others wait until it has)."""
@@ -143,7 +149,7 @@ def test_notebook_runs_alone_as_in_colab(name, notebook, launched, tmp_path, rec
     if installed_here:
         record_property("launch_installed_by", _rel(notebook))
     installed = installed_lessons_src(env)
-    assert proc.returncode == 0, f"{where} failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-2000:]}"
+    assert proc.returncode == 0, f"{where} failed:\n{_plain(proc.stdout)[-6000:]}\n{_plain(proc.stderr)[-2000:]}"
     assert sorted(p.name for p in content.iterdir()) == [notebook.name], f"{where} left files in its folder"
     assert installed is not None, f"{where}: the install cell did not install lessons_src"
     # What pip recorded: the release tag of the notebook's repository URL, cloned by git from the
@@ -179,4 +185,5 @@ def test_a_dead_slider_fails_the_run(name, launched, tmp_path):
     path = tmp_path / "content" / "dead_slider.ipynb"
     nbformat.write(nb, path)
     proc, _, _ = _execute(envs[name], release, path, strict=False)
-    assert proc.returncode != 0 and "live sliders unavailable (ModuleNotFoundError" in proc.stdout, proc.stdout[-3000:]
+    assert proc.returncode != 0 and "live sliders unavailable (ModuleNotFoundError" in _plain(proc.stdout), \
+        _plain(proc.stdout)[-3000:]
