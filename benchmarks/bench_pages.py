@@ -18,25 +18,20 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import nbformat
-import yaml
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import book  # noqa: E402  (scripts/book.py: the pages and the build command)
+
 PAGE_BUDGET_S, COURSE_BUDGET_S, WARM_BUDGET_S = 45.0, 300.0, 30.0
 PAGE_WEIGHT_BUDGET = 2 * 1024 * 1024
-
-
-def toc_notebooks() -> list[str]:
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
-    return [f for f in files if (ROOT / (f + ".ipynb")).exists()]
 
 
 def execute(page: str) -> float:
@@ -63,10 +58,9 @@ def page_weights(html_root: Path) -> list[tuple[int, str]]:
 
 
 def build(out: Path, *extra: str) -> float:
-    jb = Path(sys.executable).parent / "jupyter-book"
+    """A build into ``out`` that executes what its own cache lacks (not seeded from the launch stage)."""
     start = time.perf_counter()
-    proc = subprocess.run([str(jb), "build", ".", "--path-output", str(out), "--warningiserror",
-                           "--keep-going", *extra], cwd=ROOT, capture_output=True, text=True)
+    proc = book.build(out, *extra, capture=True, seed=False)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         print((proc.stdout + proc.stderr)[-3000:])
@@ -86,7 +80,7 @@ def main() -> int:
 
     print(f"machine: {os.cpu_count()} CPUs, torch {torch.__version__}, "
           f"device {'cuda: ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu'}")
-    pages = args.only or toc_notebooks()
+    pages = args.only or book.notebook_pages()
     print(f"\n{'notebook':52s} {'seconds':>8s}")
     times = {}
     for page in pages:

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Build the course website into _build/html (executing every page; unchanged pages come from the
-# execution cache). Usage: bash scripts/site.sh [--serve [PORT]]
+# Build the course website into _build/html (scripts/book.py: every page executed, except pages
+# whose code is unchanged, which come from the execution cache or from the test suite's launch
+# stage). Usage: bash scripts/site.sh [--serve [PORT]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_venv.sh
 ensure_venv book
 
 t0=$SECONDS
-jupyter-book build . --warningiserror --keep-going
+python scripts/book.py build
 echo "==> built in $((SECONDS - t0)) s: open $(pwd)/_build/html/index.html"
 
 if [ "${1:-}" = "--serve" ]; then

@@ -4,8 +4,10 @@
 #   unit       unit and hygiene tests (pytest -m "not site and not dist and not launch and not frontend")
 #   dist       the sdist and wheel built and checked; the wheel installed (not editable) in a fresh venv
 #   notebooks  every notebook as Colab runs it: alone in an empty folder, the package installed by its
-#              own install cell from a local clone, nbval, on ipywidgets 7.7.1 and 8 (solutions strict)
-#   site       the site built with -W, two executions of every page compared, the browser tests
+#              own install cell from a local clone, nbval, on ipywidgets 7.7.1 and 8 (solutions strict);
+#              each executed notebook is kept in _build/launch/ for the site stage
+#   site       the site built with -W (from the kept executions where they match), two executions
+#              of every page compared, the browser tests
 #   frontend   Binder's environment with real JupyterLab, driven by Chromium: run every chapter, move every slider
 # Usage: bash scripts/test.sh [STAGE ...]     (extra pytest options: PYTEST_ADDOPTS="...")
 set -euo pipefail

@@ -1,13 +1,16 @@
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from launch_env import pytest_terminal_summary  # noqa: F401  (the launch stage's per-venv timings)
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))  # the tests import the repository's scripts: book, sync_notebooks, ...
+
+from launch_env import pytest_terminal_summary  # noqa: E402, F401  (the launch stage's per-venv timings)
+
+import book  # noqa: E402
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
@@ -28,12 +31,9 @@ def _not_strict(monkeypatch):
 
 @pytest.fixture(scope="session")
 def site():
-    """Build the website once per test session (`jupyter-book build . -W`); return _build/html.
-
-    Pages come from the execution cache when their code is unchanged, as in scripts/site.sh.
+    """Build the website once per test session, as scripts/site.sh does (scripts/book.py: -W, and
+    the pages the launch stage executed with this code come from its executions); return _build/html.
     """
-    jb = Path(sys.executable).parent / "jupyter-book"
-    proc = subprocess.run([str(jb), "build", ".", "--warningiserror", "--keep-going"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=1800)
+    proc = book.build(capture=True)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]  # -W: any warning fails
     return ROOT / "_build" / "html"

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -32,9 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-_spec = importlib.util.spec_from_file_location("sync_notebooks", ROOT / "scripts" / "sync_notebooks.py")
-sync_notebooks = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(sync_notebooks)
+import sync_notebooks  # noqa: E402  scripts/, on sys.path (tests/conftest.py)
 
 
 def torch_pin() -> str:
@@ -265,12 +262,27 @@ def notebook_environment(env: Env, release: Release, strict: bool) -> dict[str, 
     return environ
 
 
-def run_notebook(env: Env, release: Release, notebook: Path, strict: bool, cell_timeout: int = 900):
-    """nbval over one notebook, in its folder, with the launch venv's pytest and kernel."""
+#: Loads tests/launch_outputs.py into the launch venv's pytest, and only there: on PYTHONPATH it
+#: would be importable in the kernel too, which must see nothing from the checkout.
+_PYTEST_WITH_PLUGIN = (
+    "import importlib.util, sys, pytest; "
+    "spec = importlib.util.spec_from_file_location('launch_outputs', sys.argv[1]); "
+    "plugin = importlib.util.module_from_spec(spec); spec.loader.exec_module(plugin); "
+    "sys.exit(pytest.main(sys.argv[2:], plugins=[plugin]))"
+)
+
+
+def run_notebook(env: Env, release: Release, notebook: Path, strict: bool, cell_timeout: int = 900,
+                 save_to: Path | None = None):
+    """nbval over one notebook, in its folder, with the launch venv's pytest and kernel; with
+    ``save_to``, the executed notebook is written there when every cell ran (tests/launch_outputs.py)."""
     # Only nbval among pytest's plugins: the venv's others (anyio's, ...) are not ours to load.
-    cmd = [env.python, "-m", "pytest", "-q", "-p", "nbval", "-p", "no:cacheprovider", "-c", os.devnull,
+    cmd = [env.python, "-c", _PYTEST_WITH_PLUGIN, ROOT / "tests" / "launch_outputs.py",
+           "-q", "-p", "nbval", "-p", "no:cacheprovider", "-c", os.devnull,
            "--rootdir", notebook.parent, "--nbval-lax", "--nbval-current-env",
            "--nbval-cell-timeout", str(cell_timeout), notebook.name]
+    if save_to is not None:
+        cmd += ["--save-executed", save_to]
     environ = {**notebook_environment(env, release, strict), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     return subprocess.run([str(c) for c in cmd], cwd=notebook.parent, capture_output=True, text=True,
                           env=environ, timeout=3600)

@@ -2,7 +2,6 @@
 contents checked, and the wheel installed (not editable) in a fresh venv, every module imported
 from outside the repository (scripts/check_dist.py)."""
 
-import importlib.util
 import io
 import shutil
 import subprocess
@@ -10,14 +9,11 @@ import sys
 import tarfile
 import zipfile
 
+import check_dist  # scripts/, on sys.path (tests/conftest.py)
 import pytest
 from conftest import ROOT
 
 pytestmark = pytest.mark.dist
-
-spec = importlib.util.spec_from_file_location("check_dist", ROOT / "scripts" / "check_dist.py")
-check_dist = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(check_dist)
 
 
 @pytest.fixture(scope="module")

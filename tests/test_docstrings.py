@@ -16,9 +16,9 @@ import re
 from types import ModuleType
 
 import pytest
-import yaml
 from conftest import ROOT
 
+import book  # scripts/, on sys.path (tests/conftest.py)
 import lessons_src
 
 # `chapter "A"`, `chapters "A" and "B"`, `chapters "A", "B" and "C"`: every quoted title after it.
@@ -37,10 +37,8 @@ NOT_TAUGHT = {"lessons_src.plotting", "lessons_src.widgets", "lessons_src.figure
 
 def chapter_titles() -> dict[str, str]:
     """``{title: notebook}`` for every chapter in _toc.yml: the first heading, and its part before a colon."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [entry["file"] for part in toc["parts"] if part["caption"] == "Chapters" for entry in part["chapters"]]
     titles = {}
-    for file in files:
+    for file in book.pages("Chapters"):
         cells = json.loads((ROOT / f"{file}.ipynb").read_text())["cells"]
         heading = next(
             line[2:].strip()

@@ -72,6 +72,8 @@ from launch_env import (
     sync_notebooks,
 )
 
+import book  # scripts/, on sys.path (tests/conftest.py)
+
 pytestmark = pytest.mark.launch
 
 NOTEBOOKS = sync_notebooks.notebooks()  # book/ (status.ipynb included), exercises/, solutions/
@@ -113,18 +115,18 @@ def _plain(text: str) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
 
-def _execute(env, release, notebook: Path, strict: bool):
+def _execute(env, release, notebook: Path, strict: bool, save_to: Path | None = None):
     """Run one notebook; return nbval's process, its seconds, and whether its install cell
     installed lessons_src (the first notebook in each venv does; the others wait until it has)."""
     with locked(env.path / ".first-notebook.lock"):
         first = installed_lessons_src(env) is None
         if first:
             t0 = time.perf_counter()
-            proc = run_notebook(env, release, notebook, strict)
+            proc = run_notebook(env, release, notebook, strict, save_to=save_to)
             seconds = time.perf_counter() - t0
     if not first:
         t0 = time.perf_counter()
-        proc = run_notebook(env, release, notebook, strict)
+        proc = run_notebook(env, release, notebook, strict, save_to=save_to)
         seconds = time.perf_counter() - t0
     return proc, seconds, first and installed_lessons_src(env) is not None
 
@@ -144,7 +146,9 @@ def test_notebook_runs_alone_as_in_colab(name, notebook, launched, tmp_path, rec
     copy = Path(shutil.copy(notebook, content))
     assert hashlib.sha256(copy.read_bytes()).digest() == hashlib.sha256(notebook.read_bytes()).digest()
 
-    proc, seconds, installed_here = _execute(env, release, copy, strict=notebook.parent.name == "solutions")
+    executed = tmp_path / "executed.ipynb"
+    proc, seconds, installed_here = _execute(env, release, copy, strict=notebook.parent.name == "solutions",
+                                             save_to=executed)
     record_property("launch_seconds", seconds)
     if installed_here:
         record_property("launch_installed_by", _rel(notebook))
@@ -165,6 +169,24 @@ def test_notebook_runs_alone_as_in_colab(name, notebook, launched, tmp_path, rec
     assert all((env.site_packages / m).is_file() for m in modules), where
     pth = "".join(p.read_text() for p in env.site_packages.glob("*.pth"))
     assert str(ROOT) not in pth, f"{where}: a .pth file points at the checkout"
+
+    # Kept for the site build and the determinism check, so neither executes the page again.
+    page = _rel(notebook).removesuffix(".ipynb")
+    result = nbformat.read(executed, as_version=4)
+    book.save_launch_copy(name, page, result, result.metadata.pop("launch_seconds"),
+                          notebook_sha256=book.file_hash(copy), package_sha256=book.package_hash(release.path))
+    if notebook.parent.name == "exercises":
+        assert_the_stub_fails_its_check(result, where)
+
+
+def assert_the_stub_fails_its_check(executed, where: str) -> None:
+    """An exercise as handed out: its last cell runs the check, which must fail and say the answer is
+    missing (the solutions, run strict above, pass the same check)."""
+    last = [cell for cell in executed.cells if cell.cell_type == "code"][-1]
+    assert "lessons_src.checks" in last.source, f"{where}: the last code cell does not run the check"
+    shown = "\n".join(o.get("data", {}).get("text/plain", "") for o in last.outputs)
+    assert shown.startswith("FAIL") and "not implemented yet" in shown, \
+        f"{where}: the exercise as handed out should fail its check as not implemented yet; it showed:\n{shown}"
 
 
 @pytest.mark.parametrize("name", ENVS)

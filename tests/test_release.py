@@ -1,14 +1,9 @@
 """The release procedure's checks (scripts/release.py, RELEASING.md) on a throw-away git repository."""
 
-import importlib.util
 import subprocess
 
 import pytest
-from conftest import ROOT
-
-spec = importlib.util.spec_from_file_location("release", ROOT / "scripts" / "release.py")
-release = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(release)
+import release  # scripts/, on sys.path (tests/conftest.py)
 
 
 def _git(repo, *args):

@@ -12,6 +12,8 @@ import pytest
 import yaml
 from conftest import ROOT
 
+import book  # scripts/, on sys.path (tests/conftest.py)
+
 pytestmark = pytest.mark.site
 
 HTML = ROOT / "_build" / "html"
@@ -22,9 +24,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 MAX_PAGE_BYTES = 2 * 1024 * 1024  # a page's HTML plus its images
 
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
-TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
-PAGES = [TOC["root"]] + [c["file"] for part in TOC["parts"] for c in part["chapters"]]
-NOTEBOOK_PAGES = [p for p in PAGES if (ROOT / (p + ".ipynb")).exists()]
+PAGES = book.pages()
+NOTEBOOK_PAGES = book.notebook_pages()
 SOLUTIONS = [p for p in NOTEBOOK_PAGES if p.startswith("solutions/")]
 EXERCISES = [p for p in NOTEBOOK_PAGES if p.startswith("exercises/")]
 
