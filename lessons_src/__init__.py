@@ -12,6 +12,8 @@ Each module holds one concept and names the chapter that teaches it:
 - ``encoder``: layer norm, feed-forward, encoder and decoder blocks (chapters "The transformer encoder
   block" and "Decoder blocks and cross-attention")
 - ``efficient``: linear attention and PyTorch's fused kernels (chapter "Efficient attention")
+- ``tiled``: the online softmax and attention computed tile by tile, FlashAttention's algorithm
+  (chapter "Efficient attention")
 - ``gqa``: grouped-query attention and the KV cache (chapter "Grouped-query attention and the KV cache")
 - ``rotary``: rotary position embeddings (chapter "Rotary position embeddings")
 - ``device``: device and seeding helpers, used by every chapter
@@ -32,6 +34,7 @@ from .masks import causal_mask, padding_mask, sliding_window_mask
 from .multihead import MultiHeadAttention, attn_mask_to_mask, key_padding_mask_to_mask, merge_heads, split_heads
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, sinusoidal_positional_encoding
 from .rotary import apply_rope, rope_frequencies
+from .tiled import online_softmax_update, tiled_attention
 from .training import TrainResult, antidiagonal_mass, diagonal_mass, train_attention, warmup_factor
 
 __version__ = "0.1.0"
@@ -67,6 +70,8 @@ __all__ = [
     "elu_feature_map",
     "linear_attention",
     "fused_attention",
+    "online_softmax_update",
+    "tiled_attention",
     "reversal_batch",
     "shift_batch",
     "train_attention",
