@@ -34,7 +34,7 @@ from .masks import causal_mask, padding_mask, sliding_window_mask
 from .multihead import MultiHeadAttention, attn_mask_to_mask, key_padding_mask_to_mask, merge_heads, split_heads
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, sinusoidal_positional_encoding
 from .rotary import apply_rope, rope_frequencies
-from .tiled import online_softmax_update, tiled_attention
+from .tiled import online_softmax_steps, online_softmax_update, tiled_attention
 from .training import TrainResult, antidiagonal_mass, diagonal_mass, train_attention, warmup_factor
 
 __version__ = "0.1.0"
@@ -71,6 +71,7 @@ __all__ = [
     "linear_attention",
     "fused_attention",
     "online_softmax_update",
+    "online_softmax_steps",
     "tiled_attention",
     "reversal_batch",
     "shift_batch",

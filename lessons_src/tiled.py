@@ -21,7 +21,7 @@ from torch import Tensor
 
 from . import _validate as check
 
-__all__ = ["online_softmax_update", "tiled_attention"]
+__all__ = ["online_softmax_update", "online_softmax_steps", "tiled_attention"]
 
 
 def online_softmax_update(
@@ -45,6 +45,34 @@ def online_softmax_update(
     new_sum = running_sum * rescale + p.sum(dim=-1)
     new_output = output * rescale.unsqueeze(-1) + p @ value  # (..., Lq, d_v)
     return new_max, new_sum, new_output
+
+
+def online_softmax_steps(scores: Tensor, value: Tensor, block_size: int) -> list[tuple[Tensor, Tensor, Tensor]]:
+    """The running state after each block of keys, for watching the online softmax converge.
+
+    ``scores`` ``(..., Lq, Lk)`` (scaled, ``-inf`` where masked), ``value`` ``(..., Lk, d_v)``.
+    Returns one ``(running_max, running_sum, output_so_far)`` per block of ``block_size`` keys,
+    where ``output_so_far = output / running_sum`` is the attention output over the keys seen so
+    far (zero for a row that has seen none); the last one is softmax(scores) @ V. Taught in the
+    chapter "Efficient attention".
+    """
+    where = "online_softmax_steps"
+    check.positive_int(block_size, "block_size", where)
+    if not isinstance(scores, Tensor) or not isinstance(value, Tensor) or scores.dim() < 2 or value.dim() < 2:
+        raise ValueError(f"{where}: scores (..., Lq, Lk) and value (..., Lk, d_v) must be tensors of at least 2 dims")
+    if scores.size(-1) != value.size(-2):
+        raise ValueError(f"{where}: scores have {scores.size(-1)} keys (last dim of {tuple(scores.shape)}) but value "
+                         f"has {value.size(-2)} rows ({tuple(value.shape)})")
+    running_max = torch.full(scores.shape[:-1], -math.inf, dtype=scores.dtype, device=scores.device)
+    running_sum = torch.zeros_like(running_max)
+    output = torch.zeros(*scores.shape[:-1], value.size(-1), dtype=value.dtype, device=value.device)
+    steps = []
+    for k0 in range(0, scores.size(-1), block_size):
+        running_max, running_sum, output = online_softmax_update(
+            running_max, running_sum, output, scores[..., k0:k0 + block_size], value[..., k0:k0 + block_size, :])
+        normalised = output / torch.where(running_sum > 0, running_sum, 1.0).unsqueeze(-1)
+        steps.append((running_max, running_sum, normalised))
+    return steps
 
 
 def tiled_attention(

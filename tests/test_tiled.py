@@ -12,7 +12,7 @@ from torch.testing import assert_close
 
 from lessons_src.attention import scaled_dot_product_attention
 from lessons_src.masks import causal_mask, padding_mask, sliding_window_mask
-from lessons_src.tiled import online_softmax_update, tiled_attention
+from lessons_src.tiled import online_softmax_steps, online_softmax_update, tiled_attention
 
 TOL = {"atol": 1e-5, "rtol": 1e-5}
 
@@ -144,3 +144,19 @@ def test_bad_shapes_and_masks_name_what_is_wrong():
         tiled_attention(q, k, v, torch.ones(4, 5, dtype=torch.bool))
     with pytest.raises(ValueError, match="must be boolean"):
         tiled_attention(q, k, v, torch.ones(4, 6))
+
+
+def test_online_softmax_steps_end_at_the_softmax_and_see_only_their_keys():
+    g = torch.Generator().manual_seed(11)
+    scores, value = torch.randn(3, 10, generator=g) * 3, torch.randn(10, 4, generator=g)
+    steps = online_softmax_steps(scores, value, block_size=4)
+    assert len(steps) == 3  # keys 0-3, 4-7, 8-9
+    for count, (m, s, out) in zip((4, 8, 10), steps):
+        seen = scores[:, :count]
+        assert_close(m, seen.amax(dim=-1))
+        assert_close(s, torch.exp(seen - m[:, None]).sum(dim=-1), **TOL)
+        assert_close(out, torch.softmax(seen, dim=-1) @ value[:count], **TOL)
+    with pytest.raises(ValueError, match="scores have 10 keys"):
+        online_softmax_steps(scores, value[:9], block_size=4)
+    with pytest.raises(ValueError, match="block_size must be a positive int"):
+        online_softmax_steps(scores, value, block_size=0)
