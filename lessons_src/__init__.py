@@ -13,7 +13,7 @@ Each module holds one concept and names the chapter that teaches it:
   block" and "Decoder blocks and cross-attention")
 - ``efficient``: linear attention and PyTorch's fused kernels (chapter "Efficient attention")
 - ``tiled``: the online softmax and attention computed tile by tile, FlashAttention's algorithm
-  (chapter "Efficient attention")
+  (chapter "Tiled attention and the online softmax")
 - ``gqa``: grouped-query attention and the KV cache (chapter "Grouped-query attention and the KV cache")
 - ``rotary``: rotary position embeddings (chapter "Rotary position embeddings")
 - ``device``: device and seeding helpers, used by every chapter

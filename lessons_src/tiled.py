@@ -9,7 +9,7 @@ the maximum, the old sum and output are rescaled by ``exp(m_old - m_new)``; at t
 is exactly softmax(scores) @ V. Memory for the scores grows like ``block_size²`` per step instead
 of ``Lq · Lk``.
 
-Taught in the chapter "Efficient attention".
+Taught in the chapter "Tiled attention and the online softmax".
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ def online_softmax_update(
     already scaled, with ``-inf`` where a query may not attend, ``value`` ``(..., Bk, d_v)``.
     Returns the new ``(running_max, running_sum, output)``. Start from ``-inf``, ``0`` and ``0``;
     after the last block, ``output / running_sum`` is softmax(all scores) @ V. A query that has
-    seen only ``-inf`` keeps a zero sum and a zero output. Taught in the chapter "Efficient
-    attention".
+    seen only ``-inf`` keeps a zero sum and a zero output. Taught in the chapter "Tiled attention
+    and the online softmax".
     """
     new_max = torch.maximum(running_max, scores.amax(dim=-1))  # (..., Lq)
     # Subtract 0 instead of -inf where nothing is visible yet: exp(-inf - 0) = 0, no NaN.
@@ -54,7 +54,7 @@ def online_softmax_steps(scores: Tensor, value: Tensor, block_size: int) -> list
     Returns one ``(running_max, running_sum, output_so_far)`` per block of ``block_size`` keys,
     where ``output_so_far = output / running_sum`` is the attention output over the keys seen so
     far (zero for a row that has seen none); the last one is softmax(scores) @ V. Taught in the
-    chapter "Efficient attention".
+    chapter "Tiled attention and the online softmax".
     """
     where = "online_softmax_steps"
     check.positive_int(block_size, "block_size", where)
@@ -86,7 +86,7 @@ def tiled_attention(
     time (the lengths need not be multiples of it); a block of keys that the mask hides entirely
     from a block of queries is skipped, as FlashAttention skips the tiles above a causal diagonal.
     A query that may attend to nothing gets a zero output (not NaN). Taught in the chapter
-    "Efficient attention".
+    "Tiled attention and the online softmax".
     """
     where = "tiled_attention"
     scores_shape = check.attention_inputs(query, key, value, where)

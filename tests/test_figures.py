@@ -38,6 +38,7 @@ from lessons_src.figures import (  # noqa: E402
     multi_head_attention,
     rotary_embeddings,
     scaling,
+    tiled_attention,
     training_attention,
 )
 from lessons_src.widgets import InteractiveFigure  # noqa: E402
@@ -160,6 +161,11 @@ def _rope_explorer():
     return rotary_embeddings.rope_explorer(Q_SMALL, K_SMALL, [16, 20, 24], [0, 2, 8])
 
 
+def _tile_explorer():
+    g = torch.Generator().manual_seed(0)
+    return tiled_attention.tile_explorer(torch.randn(3, 10, generator=g) * 2, torch.randn(10, 3, generator=g), 4)
+
+
 BUILDERS = {
     "attention_from_scratch": _steer_query,
     "scaling": _score_explorer,
@@ -172,6 +178,7 @@ BUILDERS = {
     "efficient_attention": _window_explorer,
     "grouped_query_and_kv_cache": _sharing_explorer,
     "rotary_embeddings": _rope_explorer,
+    "tiled_attention": _tile_explorer,
 }
 
 
@@ -369,3 +376,19 @@ def test_rope_helpers():
     torch.testing.assert_close(rotary_embeddings.score_curve(Q_SMALL, K_SMALL, 40, distances), at_16,
                                atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(at_16[0], Q_SMALL @ K_SMALL)
+
+
+def test_tile_explorer_shows_the_online_softmax_state():
+    g = torch.Generator().manual_seed(1)
+    scores, value = torch.randn(2, 10, generator=g) * 2, torch.randn(10, 3, generator=g)
+    figure = tiled_attention.tile_explorer(scores, value, 4)
+    figure.render(blocks=2, query=1)
+    bars = _bars(figure)
+    score_bars, weight_bars, output_bars = bars[:10], bars[10:20], bars[20:23]
+    assert [b.get_height() for b in score_bars] == pytest.approx(scores[1].tolist())
+    seen = torch.softmax(scores[1, :8].double(), dim=-1)  # two blocks of 4 keys seen
+    assert [b.get_height() for b in weight_bars] == pytest.approx(seen.tolist() + [0.0, 0.0])
+    assert [b.get_height() for b in output_bars] == pytest.approx((seen @ value[:8].double()).tolist())
+    weights = tiled_attention.weights_so_far(scores.double(), scores.double().amax(-1),
+                                             torch.exp(scores.double() - scores.double().amax(-1, keepdim=True)).sum(-1), 10)
+    assert torch.allclose(weights, torch.softmax(scores.double(), dim=-1))
