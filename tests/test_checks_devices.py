@@ -15,17 +15,17 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from test_checks_attention import reference_style as attention_reference
-from test_checks_decoder import with_library_masks as decoder_reference
-from test_checks_efficient import with_offsets as sliding_window_reference
-from test_checks_encoder import block_reference_style, encoder_reference_style
-from test_checks_gqa import step_reference, with_repeat_interleave
-from test_checks_layer_norm import as_tensor as warmup_lr_as_tensor
+from test_checks_attention_from_scratch import reference_style as attention_reference
+from test_checks_decoder_and_cross_attention import with_library_masks as decoder_reference
+from test_checks_efficient_attention import with_offsets as sliding_window_reference
+from test_checks_encoder_block import block_reference_style, encoder_reference_style
+from test_checks_grouped_query_and_kv_cache import step_reference, with_repeat_interleave
+from test_checks_layer_norm_placement import as_tensor as warmup_lr_as_tensor
 from test_checks_masking import causal_tril, combine_index, padding_compare
-from test_checks_multihead import forward_reference, merge_reshape, split_view
-from test_checks_rope import reference_style as rope_reference
+from test_checks_multi_head_attention import forward_reference, merge_reshape, split_view
+from test_checks_rotary_embeddings import reference_style as rope_reference
 from test_checks_scaling import reference_style as attention_weights_reference
-from test_checks_training import pattern_index, task_roll
+from test_checks_training_attention import pattern_index, task_roll
 from torch import Tensor
 
 import lessons_src.checks as checks

@@ -221,14 +221,6 @@ def test_not_callable_is_feedback():
     assert not result and "expected a function" in str(result)
 
 
-def test_learner_cannot_corrupt_the_reference():
-    def mutates_inputs(query, key, value, mask=None):
-        out = reference_style(query, key, value, mask)
-        query.zero_()
-        key.mul_(3)
-        return out
-
-    assert check_scaled_dot_product_attention(mutates_inputs)
 
 
 def test_html_display():

@@ -29,7 +29,8 @@ from torch import Tensor
 from ..device import one_cpu_thread
 from ..multihead import MultiHeadAttention
 from ..training import diagonal_mass, train_attention
-from ._result import NOT_IMPLEMENTED, CheckResult, error_hint, finish, is_device_error, learner_error, receive, shape_of
+from ._framework import Session
+from ._result import CheckResult, error_hint, finish, is_device_error, learner_error, receive, shape_of
 
 __all__ = ["check_shift_attention"]
 
@@ -150,15 +151,10 @@ def _call(fn: Callable[..., object], label: str, where: str, *args: object, **kw
     function (this check takes two) and adds case-specific hints before ``finish`` decides
     whether to raise under strict mode, so strict mode raises with the same feedback.
     """
-    try:
-        value = fn(*args, **kwargs)
-    except NotImplementedError:
-        return None, CheckResult(NAME, False, f"{label}: not implemented yet", NOT_IMPLEMENTED)
-    except Exception as exc:  # the learner's code may raise anything: it is feedback
-        return None, CheckResult(NAME, False, f"{where}: your function raised {learner_error(exc)}",
-                                 error_hint(exc, "read the error line above; print the shape of each intermediate "
-                                            "tensor."))
-    return receive(NAME, where, value)
+    value, failure = Session(NAME).call(where, fn, list(args), kwargs)
+    if failure is not None and failure.summary == "not implemented yet":
+        failure.summary = f"{label}: not implemented yet"
+    return value, failure
 
 
 def _call_task(shift_task: Callable[..., object], batch_size: int, seq_len: int, d_model: int, shift: int,

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from lessons_src.checks import CheckResult
-from lessons_src.checks.multihead import (
+from lessons_src.checks.multi_head_attention import (
     check_merge_heads,
     check_multi_head_attention,
     check_multi_head_forward,
@@ -324,16 +324,6 @@ def test_wrong_return_types_are_feedback():
     assert "expected a tuple" in str(check_multi_head_forward(lambda *a, **k: None))
 
 
-def test_learner_cannot_corrupt_the_reference():
-    def mutates(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None):
-        out = forward_reference(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask)
-        with torch.no_grad():
-            w_q.weight.zero_()
-        query.zero_()
-        return out
-
-    assert check_multi_head_forward(mutates)
-    assert check_multi_head_forward(forward_reference)  # the cases are rebuilt, unchanged
 
 
 def test_check_is_fast():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from lessons_src.checks.layer_norm import check_warmup_lr, reference_warmup_lr
+from lessons_src.checks.layer_norm_placement import check_warmup_lr, reference_warmup_lr
 
 # -- correct implementations, written differently ---------------------------------------------------
 

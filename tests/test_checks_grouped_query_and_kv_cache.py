@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from lessons_src import scaled_dot_product_attention
-from lessons_src.checks.gqa import check_attend_with_cache, check_expand_kv
+from lessons_src.checks.grouped_query_and_kv_cache import check_attend_with_cache, check_expand_kv
 
 # -- expand_kv: correct implementations, written differently -----------------------------------------
 
@@ -292,14 +292,6 @@ def test_not_callable_is_feedback(check):
     assert not result and "expected a function" in str(result)
 
 
-def test_learner_cannot_corrupt_the_reference():
-    def mutates(query, key_cache, value_cache, key_new, value_new):
-        out = step_reference(query, key_cache, value_cache, key_new, value_new)
-        query.zero_()
-        key_new.mul_(3)
-        return out
-
-    assert check_attend_with_cache(mutates)
 
 
 def test_checks_are_fast():

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from lessons_src.checks import CheckResult
-from lessons_src.checks.training import check_shift_attention
+from lessons_src.checks.training_attention import check_shift_attention
 
 # -- correct answers, written differently -------------------------------------------------------------
 

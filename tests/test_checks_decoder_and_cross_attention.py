@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from lessons_src import causal_mask, padding_mask
-from lessons_src.checks.decoder import check_decoder_attention
+from lessons_src.checks.decoder_and_cross_attention import check_decoder_attention
 
 # -- correct implementations, written differently ---------------------------------------------------
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from lessons_src.checks import CheckResult
-from lessons_src.checks.rope import check_apply_rope
+from lessons_src.checks.rotary_embeddings import check_apply_rope
 
 # -- correct implementations, written differently --------------------------------------------------
 
@@ -199,14 +199,6 @@ def test_not_callable_is_feedback():
     assert not result and "expected a function" in str(result)
 
 
-def test_learner_cannot_corrupt_the_reference():
-    def mutates_inputs(x, positions, base=10000.0):
-        out = reference_style(x, positions, base)
-        x.zero_()
-        positions.add_(5)
-        return out
-
-    assert check_apply_rope(mutates_inputs)
 
 
 def test_nan_is_feedback():

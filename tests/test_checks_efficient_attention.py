@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from lessons_src.checks.efficient import check_sliding_window_mask
+from lessons_src.checks.efficient_attention import check_sliding_window_mask
 from lessons_src.masks import sliding_window_mask
 
 # -- correct implementations, written differently --------------------------------------------------
