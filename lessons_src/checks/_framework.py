@@ -287,8 +287,8 @@ class Session:
             args = dict(zip(_parameter_names(fn, len(args)), args, strict=True))
         left = LIMITS.per_check - (time.perf_counter() - self.started)
         if left <= 0:
-            return None, self.fail(f"{where}: the check's time limit of {LIMITS.per_check:g} s ran out "
-                                   f"after {self.calls} calls of your function",
+            return None, self.fail(f"the check's time limit of {LIMITS.per_check:g} s ran out after {self.calls} "
+                                   f"calls of your function ({where})",
                                    "your function is far slower than it should be: look for a Python loop over "
                                    "every element, or a computation repeated inside a loop.")
         limit = min(LIMITS.per_call, left)
@@ -298,23 +298,25 @@ class Session:
         kind, value, seconds = call_limited(fn, list(given.values()), given_kw, limit)
         if kind == "timeout":
             which = "per call" if limit == LIMITS.per_call else "for the whole check"
-            return None, self.fail(f"{where}: your function did not return within {limit:g} s "
-                                   f"(the time limit {which})",
+            return None, self.fail(f"your function did not return within {limit:g} s, the time limit {which} "
+                                   f"({where})",
                                    "look for a loop that never ends (a `while` whose condition never changes) or "
                                    "a loop over far more items than the inputs have; interrupt the kernel if it "
                                    "is still busy.")
         if kind == "raised":
             what, hint = describe_error(value, self.hints)
-            return None, self.fail(what if what == "not implemented yet" else f"{where}: {what}", hint)
+            return None, self.fail(what if what == "not implemented yet" else f"{what} ({where})", hint)
         for name in [*args, *kwargs]:
             before = args[name] if name in args else kwargs[name]
             after = given[name] if name in given else given_kw[name]
             if isinstance(before, Tensor) and not _unchanged(before, after):
-                return None, self.fail(f"{where}: your function changed its argument `{name}` in place",
+                return None, self.fail(f"your function changed its argument `{name}` in place ({where})",
                                        f"do not modify `{name}`: in-place operations (`{name}.div_(...)`, "
                                        f"`{name} /= ...`, `{name}[...] = ...`) change the caller's tensor. Write "
                                        f"`{name} = {name} / ...` (a new tensor) or work on `{name}.clone()`.")
         value, failure = receive(self.name, where, value)
+        if failure is not None:  # receive says "where: what"; the first line names the mistake first
+            failure.summary = f"{failure.summary.removeprefix(where + ': ')} ({where})"
         return value, failure
 
 
@@ -491,20 +493,21 @@ def judge(session: Session, where: str, case: Case, got: object, expected: objec
     """
     many = len(outputs) > 1
     if got is None:
-        return session.fail(f"{where}: your function returned None",
+        return session.fail(f"your function returned None ({where})",
                             f"end your function with `return {', '.join(outputs)}`.")
     if many:
         if not isinstance(got, (tuple, list)):
-            return session.fail(f"{where}: returned one {type(got).__name__}, expected a tuple ({', '.join(outputs)})",
+            return session.fail(f"returned one {_describe(got)}, expected a tuple ({', '.join(outputs)}) ({where})",
                                 f"return all {len(outputs)} results: `return {', '.join(outputs)}`.")
         if len(got) != len(outputs):
-            return session.fail(f"{where}: returned a {type(got).__name__} of {len(got)} items, expected "
-                                f"{len(outputs)} ({', '.join(outputs)})", f"end with `return {', '.join(outputs)}`.")
+            return session.fail(f"returned a {type(got).__name__} of {len(got)} items, expected {len(outputs)} "
+                                f"({', '.join(outputs)}) ({where})", f"end with `return {', '.join(outputs)}`.")
         items, wanted = list(got), list(expected)
     else:
         if isinstance(got, (tuple, list)):
-            return session.fail(f"{where}: returned a {type(got).__name__} of {len(got)} items, expected one "
-                                f"{'number' if isinstance(expected, (int, float)) else 'tensor'} ({outputs[0]})",
+            return session.fail(f"returned a {type(got).__name__} of {len(got)} items, expected one "
+                                f"{'number' if isinstance(expected, (int, float)) else 'tensor'} ({outputs[0]}) "
+                                f"({where})",
                                 f"return only {outputs[0]}: `return {outputs[0]}`.")
         items, wanted = [got], [expected]
     problems = [(n, _verdict_one(n, g, e, tol)) for n, g, e in zip(outputs, items, wanted, strict=True)]
@@ -516,12 +519,15 @@ def judge(session: Session, where: str, case: Case, got: object, expected: objec
             name, hint = mistake.text(case)
             return session.fail(f"{name} ({where})", hint, _expected_got(outputs, items, wanted))
     what, hint, details = problems[0][1]
+    if len(problems) > 1 and all(p[2] and p[0].endswith("differs from the reference") for _, p in problems):
+        what = f"{' and '.join(n for n, _ in problems)} differ from the reference"
+        details = [line for _, p in problems for line in p[2][:1]]
     return session.fail(f"{what} ({where})", hint, [*details, *_expected_got(outputs, items, wanted)])
 
 
 def _describe(value: object) -> str:
     if isinstance(value, Tensor):
-        return f"{value.dtype} {tuple(value.shape)}"
+        return f"tensor {str(value.dtype).removeprefix('torch.')} {tuple(value.shape)}"
     if isinstance(value, (int, float)):
         return f"{value:.6g}" if isinstance(value, float) else str(value)
     return type(value).__name__
