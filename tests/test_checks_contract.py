@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from checks_learners import REFERENCES, attention_reference
+from checks_learners import REFERENCES, load
 from test_checks_decoder_and_cross_attention import with_library_masks as decoder_reference
 from test_checks_efficient_attention import with_offsets as sliding_window_reference
 from test_checks_encoder_block import block_reference_style, encoder_reference_style
@@ -52,6 +52,7 @@ class Entry:
     float64_passes: tuple[bool, ...]
 
 
+load()  # every test_checks_*.py registers its check's reference in REFERENCES
 REGISTRY = {
     "check_scaled_dot_product_attention": Entry(REFERENCES["check_scaled_dot_product_attention"], (True,)),
     "check_masks": Entry((causal_tril, padding_compare, combine_index), (False, False, False)),
@@ -329,7 +330,8 @@ def attention_moving_the_mask(device):
         scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
         if mask is not None:
             scores = scores.masked_fill(~mask.to(device), float("-inf"))  # the mask on `device`, scores on the CPU
-        return attention_reference(query, key, value, mask)[0], torch.softmax(scores, dim=-1)
+        reference = REFERENCES["check_scaled_dot_product_attention"][0]
+        return reference(query, key, value, mask)[0], torch.softmax(scores, dim=-1)
 
     return attention
 

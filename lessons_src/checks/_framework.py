@@ -190,6 +190,8 @@ ERROR_HINTS: list[tuple[str, str]] = [
     (r"^NotImplementedError", NOT_IMPLEMENTED),
     (r"unexpected keyword argument '(?P<kw>\w+)'",
      "give your function a `\\g<kw>=` parameter, with the default the exercise names: the check calls it by that name."),
+    (r"positional-only arguments passed as keyword arguments: '(?P<kw>\w+)'",
+     "make `\\g<kw>` an ordinary parameter (no `/` before it): the check passes it by name, `\\g<kw>=...`."),
     (r"takes (?P<n>\d+) positional arguments? but (?P<m>\d+) (were|was) given|missing \d+ required positional",
      "give your function exactly the parameters of the exercise's stub, in the same order."),
     (r"mat1 and mat2 shapes cannot be multiplied|size of tensor a \(\d+\) must match|shapes cannot be multiplied"
@@ -354,23 +356,28 @@ class Mistake:
     looks_like: Callable[[Case, object], bool] | None = None
     when: Callable[[Case], bool] | None = None
 
-    def matches(self, case: Case, got: object, tol: float) -> bool:
-        """Whether what the learner returned (``got``) is this mistake on ``case``."""
+    def matches(self, case: Case, got: object, tol: float) -> dict[str, object] | None:
+        """The fields to fill in ``name`` and ``hint`` when ``got`` is this mistake on ``case``, else None.
+
+        A ``looks_like`` predicate may return a dict (truthy) of fields of its own, e.g. the axis it found.
+        """
         if self.when is not None and not self.when(case):
-            return False
+            return None
         try:
-            if self.looks_like is not None and self.looks_like(case, got):
-                return True
+            if self.looks_like is not None:
+                found = self.looks_like(case, got)
+                if found:
+                    return {**case.info, **(found if isinstance(found, dict) else {})}
             if self.mistaken is not None:
                 wrong = self.mistaken(*[_copy(v) for v in case.args.values()],
                                       **{k: _copy(v) for k, v in case.kwargs.items()})
-                return _same(got, wrong, tol)
+                return dict(case.info) if _same(got, wrong, tol) else None
         except Exception:  # a mistake that does not apply to this case (shapes, None mask...)
-            return False
-        return False
+            return None
+        return None
 
-    def text(self, case: Case) -> tuple[str, str]:
-        return self.name.format(**case.info), self.hint.format(**case.info)
+    def text(self, fields: dict[str, object]) -> tuple[str, str]:
+        return self.name.format(**fields), self.hint.format(**fields)
 
 
 def _same(got: object, wrong: object, tol: float) -> bool:
@@ -515,9 +522,10 @@ def judge(session: Session, where: str, case: Case, got: object, expected: objec
     if not problems:
         return None
     for mistake in mistakes:
-        if mistake.matches(case, got, tol=max(tol, 1e-4)):
-            name, hint = mistake.text(case)
-            return session.fail(f"{name} ({where})", hint, _expected_got(outputs, items, wanted))
+        fields = mistake.matches(case, got, tol=max(tol, 1e-4))
+        if fields is not None:
+            name, hint = mistake.text(fields)
+            return session.fail(f"{name} ({where})", hint, [*problems[0][1][2][:1], *_expected_got(outputs, items, wanted)])
     what, hint, details = problems[0][1]
     if len(problems) > 1 and all(p[2] and p[0].endswith("differs from the reference") for _, p in problems):
         what = f"{' and '.join(n for n, _ in problems)} differ from the reference"
@@ -549,7 +557,7 @@ def run_check(session: Session, fn: Callable[..., object], cases: Sequence[Case]
     """
     for mistake in before:
         if cases and mistake.looks_like is not None and mistake.looks_like(cases[0], fn):
-            name, hint = mistake.text(cases[0])
+            name, hint = mistake.text(dict(cases[0].info))
             return session.fail(name, hint)
     for number, case in enumerate(cases, start=1):
         where = f"case {number}/{len(cases)}: {case.description}"
