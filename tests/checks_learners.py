@@ -45,6 +45,11 @@ def add(check: str, mistake: str | None = None, name: str | None = None, positio
     return register
 
 
+def add_fns(check: str, fns: tuple[Callable[..., object], ...], mistake: str | None = None, name: str = "") -> None:
+    """Register a whole set of functions (a check that takes several) as one learner."""
+    LEARNERS.append(Learner(check, name or "+".join(getattr(f, "__name__", "x") for f in fns), tuple(fns), mistake))
+
+
 def load() -> list[Learner]:
     """Import every ``tests/test_checks_*.py`` (they register their rows) and return the table."""
     for path in sorted(Path(__file__).parent.glob("test_checks_*.py")):

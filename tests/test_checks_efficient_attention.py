@@ -4,6 +4,7 @@
 import numpy as np
 import pytest
 import torch
+from checks_learners import REFERENCES, add_fns
 
 from lessons_src.checks.efficient_attention import check_sliding_window_mask
 from lessons_src.masks import sliding_window_mask
@@ -203,3 +204,14 @@ def test_strict_mode_raises_with_the_same_feedback(monkeypatch):
     with pytest.raises(AssertionError, match="inverted"):
         check_sliding_window_mask(inverted)
     assert check_sliding_window_mask(with_offsets)  # a pass does not raise
+
+
+CHECK = "check_sliding_window_mask"
+
+# == the learner table (checks_learners.py) ==========================================================
+
+REFERENCES[CHECK] = (with_offsets,)
+for _fn in (with_tril, with_loops, with_numpy, with_triu_and_float_then_bool, sliding_window_mask):
+    add_fns(CHECK, (_fn,))
+for _fn, _named in MISTAKES:
+    add_fns(CHECK, (_fn,), _named)

@@ -5,6 +5,7 @@ import functools
 import pytest
 import torch
 import torch.nn.functional as F
+from checks_learners import REFERENCES, add_fns
 
 from lessons_src.checks import CheckResult
 from lessons_src.checks.encoder_block import check_pre_ln_encoder
@@ -207,7 +208,7 @@ BLOCK_MISTAKES = [
     (inverts_mask, "the mask is inverted"),
     (no_mask_parameter, "pre_ln_block has no `mask` parameter"),
     (returns_weights_too, "expected one tensor"),
-    (adds_the_tuple, "take the output with `[0]`"),
+    (adds_the_tuple, "is used as a tensor"),
     (returns_none, "returned NoneType, expected a tensor"),
     (returns_one_position, "expected (2, 5, 16) = (B, L, D)"),
     (block_stub, "not implemented yet"),
@@ -339,3 +340,16 @@ def test_stub_is_not_implemented_and_strict_mode_raises(monkeypatch):
     with pytest.raises(AssertionError, match="post-LN"):
         check_pre_ln_encoder(post_ln, encoder_reference_style)
     assert check_pre_ln_encoder(block_reference_style, encoder_reference_style)  # a pass does not raise
+
+
+CHECK = "check_pre_ln_encoder"
+
+# == the learner table (checks_learners.py) ==========================================================
+
+REFERENCES[CHECK] = (block_reference_style, encoder_reference_style)
+add_fns(CHECK, (block_functional_style, encoder_functional_style))
+add_fns(CHECK, (block_reference_style, encoder_library_blocks))
+for _i, (_fn, _named) in enumerate(BLOCK_MISTAKES):
+    add_fns(CHECK, (_fn, encoder_reference_style), _named, f"block-{_fn.__name__}-{_i}")
+for _fn, _named in ENCODER_MISTAKES:
+    add_fns(CHECK, (block_reference_style, _fn), _named, f"encoder-{_fn.__name__}")

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from checks_learners import REFERENCES, add_fns
 
 from lessons_src import causal_mask, padding_mask
 from lessons_src.checks import CheckResult
@@ -314,3 +315,18 @@ def test_strict_mode_raises_with_the_same_feedback(monkeypatch):
     with pytest.raises(AssertionError, match="not implemented yet"):
         check_masks(stub, stub, stub)
     assert check_masks(causal_tril, padding_compare, combine_index)  # a pass does not raise
+
+
+CHECK = "check_masks"
+
+# == the learner table (checks_learners.py) ==========================================================
+
+REFERENCES[CHECK] = CORRECT[0]
+for _fns in CORRECT[1:]:
+    add_fns(CHECK, _fns)
+for _fn, _named in CAUSAL_MISTAKES:
+    add_fns(CHECK, (_fn, padding_compare, combine_index), _named, f"causal-{_fn.__name__}")
+for _fn, _named in PADDING_MISTAKES:
+    add_fns(CHECK, (causal_tril, _fn, combine_index), _named, f"padding-{_fn.__name__}")
+for _fn, _named in COMBINE_MISTAKES:
+    add_fns(CHECK, (causal_tril, padding_compare, _fn), _named, f"combine-{_fn.__name__}")

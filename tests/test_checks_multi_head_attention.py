@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from checks_learners import REFERENCES, add_fns
 
 from lessons_src.checks import CheckResult
 from lessons_src.checks.multi_head_attention import (
@@ -335,3 +336,18 @@ def test_strict_mode_raises_with_the_same_feedback(monkeypatch):
     with pytest.raises(AssertionError, match="w_o is missing"):
         check_multi_head_attention(split_view, merge_reshape, _forward(project_out=False))
     assert check_multi_head_attention(split_view, merge_reshape, forward_reference)  # a pass does not raise
+
+
+CHECK = "check_multi_head_attention"
+
+# == the learner table (checks_learners.py) ==========================================================
+
+REFERENCES[CHECK] = (split_view, merge_reshape, forward_reference)
+add_fns(CHECK, (split_unflatten, merge_cat, forward_einsum))
+add_fns(CHECK, (split_stack, merge_contiguous_view, forward_library_sdpa))
+for _fn, _named in SPLIT_MISTAKES:
+    add_fns(CHECK, (_fn, merge_reshape, forward_reference), _named, f"split-{_fn.__name__}")
+for _fn, _named in MERGE_MISTAKES:
+    add_fns(CHECK, (split_view, _fn, forward_reference), _named, f"merge-{_fn.__name__}")
+for _fn, _named, _id in FORWARD_MISTAKES:
+    add_fns(CHECK, (split_view, merge_reshape, _fn), _named, f"forward-{_id}")

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from checks_learners import REFERENCES, add_fns
 
 from lessons_src.checks import CheckResult
 from lessons_src.checks.rotary_embeddings import check_apply_rope
@@ -172,7 +173,7 @@ MISTAKES = [
     (cos_only, "the norms are not preserved"),
     (degrees_not_radians, "the output differs from the reference (pair lengths are preserved"),
     (returns_float32, "the dtype is torch.float32, expected x's dtype torch.float64"),
-    (returns_one_coordinate, "you returned one coordinate per pair"),
+    (returns_one_coordinate, "one coordinate per pair"),
     (returns_tuple, "expected one tensor"),
     (returns_none, "returned NoneType, expected a tensor"),
     (no_base_parameter, "cannot be called as apply_rope(x, positions, base)"),
@@ -216,3 +217,14 @@ def test_strict_mode_raises_with_the_same_feedback(monkeypatch):
     with pytest.raises(AssertionError, match="not implemented yet"):
         check_apply_rope(stub)
     assert check_apply_rope(reference_style)  # a pass does not raise
+
+
+CHECK = "check_apply_rope"
+
+# == the learner table (checks_learners.py) ==========================================================
+
+REFERENCES[CHECK] = (reference_style,)
+for _fn in (complex_style, matrix_style, float32_angles_style):
+    add_fns(CHECK, (_fn,))
+for _fn, _named in MISTAKES:
+    add_fns(CHECK, (_fn,), _named)

@@ -184,12 +184,14 @@ def learner_line(exc: BaseException) -> str:
     return ""
 
 
-#: From a learner's exception (matched against ``"TypeName: message"``) to the hint; the first
-#: match wins, after the check's own table. ``\\g<name>`` inserts a group of the match.
-ERROR_HINTS: list[tuple[str, str]] = [
+#: From a learner's exception (matched against ``"TypeName: message"``) to the hint, and
+#: optionally the mistake's name (the feedback's first line then starts with it); the first match
+#: wins, after the check's own table. ``\\g<name>`` inserts a group of the match.
+ERROR_HINTS: list[tuple[str, ...]] = [
     (r"^NotImplementedError", NOT_IMPLEMENTED),
     (r"unexpected keyword argument '(?P<kw>\w+)'",
-     "give your function a `\\g<kw>=` parameter, with the default the exercise names: the check calls it by that name."),
+     "give your function a `\\g<kw>=` parameter, with the default the exercise names: the check calls it by that name.",
+     "your function has no `\\g<kw>` parameter"),
     (r"positional-only arguments passed as keyword arguments: '(?P<kw>\w+)'",
      "make `\\g<kw>` an ordinary parameter (no `/` before it): the check passes it by name, `\\g<kw>=...`."),
     (r"takes (?P<n>\d+) positional arguments? but (?P<m>\d+) (were|was) given|missing \d+ required positional",
@@ -210,23 +212,28 @@ ERROR_HINTS: list[tuple[str, str]] = [
     (r"^ZeroDivisionError", "a division by zero: check the value you divide by."),
     (r"out of memory|^MemoryError", "your function asks for too much memory: look for a tensor far larger than the inputs."),
     (r"view size is not compatible|is not contiguous",
-     "`.view` needs a contiguous tensor: use `.reshape`, or `.contiguous().view(...)` after a transpose."),
+     "`.view` needs a contiguous tensor: use `.reshape`, or `.contiguous().view(...)` after a transpose.",
+     "`.view` on a tensor that is not contiguous (it came from a transpose)"),
+    (r"unsupported operand type\(s\) for [^:]*: 'Tensor' and 'tuple'|'tuple' object has no attribute",
+     "a module like `MultiHeadAttention` returns a tuple `(output, weights)`: take the output with `[0]` "
+     "(or `output, _ = attention(...)`).", "a tuple (output, weights) is used as a tensor"),
 ]
 
 _GENERIC_ERROR_HINT = "read the error line quoted above; print the shape of each intermediate tensor."
 
 
-def describe_error(exc: BaseException, hints: Sequence[tuple[str, str]] = ()) -> tuple[str, str]:
+def describe_error(exc: BaseException, hints: Sequence[tuple[str, ...]] = ()) -> tuple[str, str]:
     """``(what happened, hint)`` for an exception the learner's code raised; ``hints`` come first."""
     text = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, NotImplementedError):
         return "not implemented yet", NOT_IMPLEMENTED
     if is_device_error(str(exc)):
         return f"your function raised {text}{learner_line(exc)}", DEVICE_HINT
-    for pattern, hint in (*hints, *ERROR_HINTS):
+    for pattern, hint, *name in (*hints, *ERROR_HINTS):
         match = re.search(pattern, text)
         if match:
-            return f"your function raised {text}{learner_line(exc)}", match.expand(hint)
+            named = f"{match.expand(name[0])}: " if name else ""
+            return f"{named}your function raised {text}{learner_line(exc)}", match.expand(hint)
     return f"your function raised {text}{learner_line(exc)}", _GENERIC_ERROR_HINT
 
 
@@ -259,7 +266,7 @@ def _parameter_names(fn: Callable[..., object], n: int) -> list[str]:
 class Session:
     """One run of a check: its name, its time budget, and the learner calls it made."""
 
-    def __init__(self, name: str, hints: Sequence[tuple[str, str]] = ()) -> None:
+    def __init__(self, name: str, hints: Sequence[tuple[str, ...]] = ()) -> None:
         self.name = name
         self.hints = list(hints)
         self.calls = 0

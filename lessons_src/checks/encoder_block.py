@@ -285,6 +285,9 @@ def _hint_for_error(failure: CheckResult) -> CheckResult:
     if "'tuple'" in failure.summary:
         failure.hint = ("`attention(h, h, h, mask)` returns a tuple `(output, weights)`: "
                         "take the output with `[0]` (or `output, _ = attention(...)`).")
+        if not failure.summary.startswith("a tuple"):
+            failure.summary = (f"the attention's (output, weights) tuple is used as a tensor: "
+                           f"{failure.summary.removeprefix('a tuple (output, weights) is used as a tensor: ')}")
     return failure
 
 

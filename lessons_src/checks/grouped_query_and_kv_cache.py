@@ -56,7 +56,8 @@ def _call(check: str, where: str, fn: Callable[..., object], *args: object,
     """
     hints = [(r"view size is not compatible",
               "the tensor is not contiguous (it came from a transpose), so `.view` cannot reshape it: "
-              "use `.reshape`, or `repeat_interleave`, which needs no reshape.")]
+              "use `.reshape`, or `repeat_interleave`, which needs no reshape.",
+              "`.view` on a tensor that is not contiguous (it came from a transpose)")]
     if cache:
         hints.append((r"Sizes of tensors must match except in dimension (?P<axis>[013]|-[134])\b",
                       "the cache was appended along dim \\g<axis>, not along the sequence (dim 2): the cache is "

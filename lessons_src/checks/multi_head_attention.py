@@ -81,7 +81,19 @@ def _refine(failure: CheckResult, function: str, d_model: int, num_heads: int) -
     hint = _hint_for_error(failure.summary, d_model, num_heads)
     if hint is not None:
         failure.hint = hint
+        name = next((name for key, name in _ERROR_NAMES if key in hint), None)
+        if name is not None and not failure.summary.startswith(name):
+            failure.summary = f"{name}: {failure.summary}"
     return failure
+
+
+#: The mistake each specific hint above is about: the feedback's first line names it.
+_ERROR_NAMES = [
+    ("not contiguous", "`.view` after a transpose (the tensor is not contiguous)"),
+    ("wrong head dimension", "wrong head dimension: a view's sizes do not multiply to the tensor's size"),
+    ("integer division", "d_model / num_heads is a float: integer division `//` is needed"),
+    ("wrong width", "a projection got a tensor of the wrong width"),
+]
 
 
 # -- reference and wrong versions of the reshapes ---------------------------------------------------

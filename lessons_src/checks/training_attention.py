@@ -296,11 +296,12 @@ def _as_pattern(value: object, seq_len: int, shift: int, where: str) -> tuple[Te
     expected_shape = (seq_len, seq_len)
     if tuple(pattern.shape) != expected_shape:
         hint = "return the whole (L, L) matrix: one row per query, one column per key."
+        what = f"the pattern has shape {shape_of(pattern)}, expected (L, L) = {expected_shape}"
         if tuple(pattern.shape) == (seq_len,):
             hint = ("you returned one number per row (the columns?); return the whole (L, L) 0/1 matrix, e.g. "
                     "`pattern = torch.zeros(L, L); pattern[rows, columns] = 1`.")
-        return None, finish(CheckResult(NAME, False, f"{where}: the pattern has shape {shape_of(pattern)}, "
-                                        f"expected (L, L) = {expected_shape}", hint))
+            what = f"one number per row is returned, not the matrix: {what}"
+        return None, finish(CheckResult(NAME, False, f"{where}: {what}", hint))
     pattern = pattern.to(torch.float64)
     if not torch.isfinite(pattern).all():
         return None, finish(CheckResult(NAME, False, f"{where}: the pattern contains NaN or inf",
