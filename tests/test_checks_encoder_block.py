@@ -353,3 +353,29 @@ for _i, (_fn, _named) in enumerate(BLOCK_MISTAKES):
     add_fns(CHECK, (_fn, encoder_reference_style), _named, f"block-{_fn.__name__}-{_i}")
 for _fn, _named in ENCODER_MISTAKES:
     add_fns(CHECK, (block_reference_style, _fn), _named, f"encoder-{_fn.__name__}")
+
+
+def _block_with_ff(ff_fn):
+    def pre_ln_block(x, attention, ff, norm1, norm2, mask=None):
+        h = norm1(x)
+        x = x + attention(h, h, h, mask)[0]
+        return x + ff_fn(ff, norm2(x))
+
+    return pre_ln_block
+
+
+add_fns(CHECK, (_block_with_ff(lambda ff, h: torch.relu(ff.linear2(ff.linear1(h)))), encoder_reference_style),
+        "ReLU comes after linear2", "block-relu_after_linear2")
+add_fns(CHECK, (_block_with_ff(lambda ff, h: torch.relu(ff.linear2(torch.relu(ff.linear1(h))))),
+                encoder_reference_style), "second ReLU after linear2", "block-relu_twice")
+add_fns(CHECK, (_block_with_ff(lambda ff, h: F.dropout(ff(h), 0.1, training=True)), encoder_reference_style),
+        "dropout is on", "block-dropout_on")
+
+
+def feed_forward_first(x, attention, ff, norm1, norm2, mask=None):
+    x = x + ff(norm2(x))
+    h = norm1(x)
+    return x + attention(h, h, h, mask)[0]
+
+
+add_fns(CHECK, (feed_forward_first, encoder_reference_style), "feed-forward sublayer runs before the attention")

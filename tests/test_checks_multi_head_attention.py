@@ -351,3 +351,38 @@ for _fn, _named in MERGE_MISTAKES:
     add_fns(CHECK, (split_view, _fn, forward_reference), _named, f"merge-{_fn.__name__}")
 for _fn, _named, _id in FORWARD_MISTAKES:
     add_fns(CHECK, (split_view, merge_reshape, _fn), _named, f"forward-{_id}")
+
+
+def _forward_scaled_by(scale):
+    def fn(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None):
+        q, k, v = (split_view(w(x), num_heads) for w, x in ((w_q, query), (w_k, key), (w_v, value)))
+        scores = q @ k.transpose(-2, -1) / scale(q.size(-1))
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)
+        return w_o(merge_reshape(weights @ v)), weights
+
+    return fn
+
+
+for _scale, _named, _id in [(lambda d: d ** 1 / 2, "`d_k ** 1/2` is not sqrt(d_k)", "d_k_pow_1_over_2"),
+                            (lambda d: 2.0, "divided by 2 instead of sqrt(d_k)", "hard_coded_2"),
+                            (lambda d: math.sqrt(8), "divided by 2.828 instead of sqrt(d_k)", "hard_coded_sqrt_8")]:
+    add_fns(CHECK, (split_view, merge_reshape, _forward_scaled_by(_scale)), _named, f"forward-{_id}")
+
+
+def forward_keys_with_w_q(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    return forward_reference(query, key, value, w_q, w_q, w_v, w_o, num_heads, mask)
+
+
+def forward_log_softmax(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    q, k, v = (split_view(w(x), num_heads) for w, x in ((w_q, query), (w_k, key), (w_v, value)))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.log_softmax(scores, dim=-1)
+    return w_o(merge_reshape(weights @ v)), weights
+
+
+add_fns(CHECK, (split_view, merge_reshape, forward_keys_with_w_q), "keys are projected with w_q")
+add_fns(CHECK, (split_view, merge_reshape, forward_log_softmax), "log-softmax")
