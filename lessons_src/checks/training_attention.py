@@ -30,7 +30,7 @@ from ..device import one_cpu_thread
 from ..multihead import MultiHeadAttention
 from ..training import diagonal_mass, train_attention
 from ._framework import Session
-from ._result import CheckResult, error_hint, finish, is_device_error, learner_error, receive, shape_of
+from ._result import CheckResult, error_hint, finish, is_device_error, learner_error, shape_of
 
 __all__ = ["check_shift_attention"]
 
@@ -374,11 +374,24 @@ def _train_on(shift_task: Callable[..., object]) -> Tensor:
     checks judge (``receive``), so a task that makes them on the GPU trains too.
     """
 
-    def task(*args: object, **kwargs: object) -> object:
-        batch, failure = receive(NAME, "training", shift_task(*args, shift=TRAIN_SHIFT, **kwargs))
+    # Two calls of the learner's task, not one per step: every training batch is a slice of one
+    # batch of steps * batch_size sequences (fresh noise throughout), made up front.
+    steps, size = TRAIN["steps"], TRAIN["batch_size"]
+    session = Session(NAME)
+
+    def learner_task(batch_size: int, seq_len: int, d_model: int, generator: torch.Generator) -> tuple:
+        batch, failure = session.call("training", shift_task, [batch_size, seq_len, d_model],
+                                      {"shift": TRAIN_SHIFT, "generator": generator, "device": "cpu"})
         if failure is not None:  # reported by the caller, like any error of the task during training
             raise ValueError(failure.summary)
-        return batch
+        return tuple(batch)
+
+    pool = learner_task(steps * size, TRAIN["seq_len"], TRAIN["d_model"], torch.Generator().manual_seed(TRAIN["seed"]))
+    served = iter(range(steps))
+
+    def task(batch_size: int, seq_len: int, d_model: int, generator: object = None, device: object = None) -> tuple:
+        i = next(served)
+        return tuple(t[i * size:(i + 1) * size] for t in pool)
 
     states = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
               torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
@@ -390,7 +403,7 @@ def _train_on(shift_task: Callable[..., object]) -> Tensor:
                                      progress=False, **TRAIN)
             model = result.model.eval()
             generator = torch.Generator().manual_seed(EVAL_SEED)
-            query, key, value, _ = task(EVAL_BATCH, TRAIN["seq_len"], TRAIN["d_model"], generator=generator, device="cpu")
+            query, key, value, _ = learner_task(EVAL_BATCH, TRAIN["seq_len"], TRAIN["d_model"], generator)
             with torch.no_grad():
                 _, weights = model(query, key, value)  # (B, 1, L, L)
         finally:
