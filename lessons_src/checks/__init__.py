@@ -6,17 +6,17 @@ raises ``AssertionError``. See ``_result.py``.
 """
 
 from ._result import CheckResult, strict_mode
-from .attention import check_scaled_dot_product_attention
-from .decoder import check_decoder_attention
-from .efficient import check_sliding_window_mask
-from .encoder import check_pre_ln_encoder
-from .gqa import check_attend_with_cache, check_expand_kv
-from .layer_norm import check_warmup_lr
+from .attention_from_scratch import check_scaled_dot_product_attention
+from .decoder_and_cross_attention import check_decoder_attention
+from .efficient_attention import check_sliding_window_mask
+from .encoder_block import check_pre_ln_encoder
+from .grouped_query_and_kv_cache import check_attend_with_cache, check_expand_kv
+from .layer_norm_placement import check_warmup_lr
 from .masking import check_masks
-from .multihead import check_multi_head_attention
-from .rope import check_apply_rope
+from .multi_head_attention import check_multi_head_attention
+from .rotary_embeddings import check_apply_rope
 from .scaling import check_attention_weights
-from .training import check_shift_attention
+from .training_attention import check_shift_attention
 
 __all__ = [
     "CheckResult",

@@ -76,13 +76,17 @@ def _same(a: float, b: float) -> bool:
 
 def _as_number(value: object) -> float | None:
     """A Python float from a number or a one-element tensor/array; None for anything else."""
-    if isinstance(value, (bool, str, bytes)) or value is None:
+    if isinstance(value, (bool, str, bytes, complex)) or value is None:  # NumPy's complex types included
         return None
     if isinstance(value, torch.Tensor):
-        return float(value.detach().reshape(-1)[0]) if value.numel() == 1 else None
+        if value.numel() != 1 or value.dtype.is_complex or value.dtype == torch.bool:
+            return None
+        return float(value.detach().reshape(-1)[0])
     try:
         return float(value)  # int, float, NumPy scalars
-    except (TypeError, ValueError):
+    except OverflowError:  # an int too large for a float: a number, far too large
+        return math.inf
+    except (TypeError, ValueError, RuntimeError):
         return None
 
 
@@ -216,7 +220,7 @@ def check_warmup_lr(fn: Callable[[int, float, int], float]) -> CheckResult:
                 return finish(CheckResult(NAME, False, f"{where}: returned {got}, expected a number",
                                            "return the learning rate as a float, e.g. `return base_lr * factor`."))
             if not math.isfinite(number_value):
-                return finish(CheckResult(NAME, False, f"{where}: returned {number_value}",
+                return finish(CheckResult(NAME, False, f"{where}: returned {number_value}, expected a finite number",
                                            "the learning rate must be a finite number; look for a division by zero "
                                            "or a square root of a negative number."))
             points.append(_Point(case, step, number_value, reference_warmup_lr(step, case.base_lr, case.warmup_steps)))

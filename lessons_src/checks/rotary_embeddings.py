@@ -184,10 +184,11 @@ def _check(fn: Callable[..., object]) -> CheckResult:
             return finish(wrong)
         if result.shape != expected.shape:
             hint = "return x's shape: rotate the pairs, then put them back in place of x's dimensions."
+            what = f"the output has shape {shape_of(result)}, expected {tuple(expected.shape)} (x's shape)"
             if result.shape[:-1] == expected.shape[:-1] and result.size(-1) * 2 == expected.size(-1):
                 hint = "you returned one coordinate per pair: return both, interleaved, so the last dim is d again."
-            return finish(CheckResult(_NAME, False, f"{where}: the output has shape {shape_of(result)}, expected "
-                                      f"{tuple(expected.shape)} (x's shape)", hint))
+                what = f"one coordinate per pair is returned: {what}"
+            return finish(CheckResult(_NAME, False, f"{where}: {what}", hint))
         if torch.isnan(result).any():
             return finish(CheckResult(_NAME, False, f"{where}: the output contains NaN",
                                       "look for a division by zero or a log of 0 in your frequencies."))

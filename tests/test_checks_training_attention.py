@@ -5,9 +5,10 @@ import random
 import numpy as np
 import pytest
 import torch
+from checks_learners import REFERENCES, add_fns
 
 from lessons_src.checks import CheckResult
-from lessons_src.checks.training import check_shift_attention
+from lessons_src.checks.training_attention import check_shift_attention
 
 # -- correct answers, written differently -------------------------------------------------------------
 
@@ -408,3 +409,18 @@ def test_strict_mode_raises_with_the_same_feedback(monkeypatch):
     with pytest.raises(AssertionError, match="expected_pattern: not implemented yet"):
         check_shift_attention(task_roll, stub)
     assert check_shift_attention(task_roll, pattern_index)  # a pass does not raise
+
+
+CHECK = "check_shift_attention"
+
+# == the learner table (checks_learners.py) ==========================================================
+
+REFERENCES[CHECK] = (task_roll, pattern_index)
+for _task in CORRECT_TASKS[1:]:
+    add_fns(CHECK, (_task, pattern_index))
+for _pattern in CORRECT_PATTERNS[1:]:
+    add_fns(CHECK, (task_roll, _pattern))
+for _fn, _named in TASK_MISTAKES:
+    add_fns(CHECK, (_fn, pattern_index), _named, f"task-{_fn.__name__}")
+for _fn, _named in PATTERN_MISTAKES:
+    add_fns(CHECK, (task_roll, _fn), _named, f"pattern-{_fn.__name__}")

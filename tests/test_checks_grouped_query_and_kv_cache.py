@@ -2,14 +2,14 @@
 each named mistake is named."""
 
 import math
-import time
 
 import pytest
 import torch
 import torch.nn.functional as F
+from checks_learners import REFERENCES, add_fns
 
 from lessons_src import scaled_dot_product_attention
-from lessons_src.checks.gqa import check_attend_with_cache, check_expand_kv
+from lessons_src.checks.grouped_query_and_kv_cache import check_attend_with_cache, check_expand_kv
 
 # -- expand_kv: correct implementations, written differently -----------------------------------------
 
@@ -106,7 +106,7 @@ EXPAND_MISTAKES = [
     (by_num_heads, "repeated num_heads times"),
     (reversed_heads, "not in the right order"),
     (scaled, "not copies of any KV head"),
-    (with_view, "use `.reshape`"),
+    (with_view, "not contiguous"),
     (returns_list, "returned list"),
     (stub, "not implemented yet"),
 ]
@@ -292,21 +292,6 @@ def test_not_callable_is_feedback(check):
     assert not result and "expected a function" in str(result)
 
 
-def test_learner_cannot_corrupt_the_reference():
-    def mutates(query, key_cache, value_cache, key_new, value_new):
-        out = step_reference(query, key_cache, value_cache, key_new, value_new)
-        query.zero_()
-        key_new.mul_(3)
-        return out
-
-    assert check_attend_with_cache(mutates)
-
-
-def test_checks_are_fast():
-    start = time.perf_counter()
-    check_expand_kv(with_loop)
-    check_attend_with_cache(step_reference)
-    assert time.perf_counter() - start < 1.0
 
 
 def test_strict_mode_raises_with_the_same_feedback(monkeypatch):
@@ -316,3 +301,19 @@ def test_strict_mode_raises_with_the_same_feedback(monkeypatch):
     with pytest.raises(AssertionError, match="not implemented yet"):
         check_attend_with_cache(step_stub)
     assert check_expand_kv(with_repeat_interleave) and check_attend_with_cache(step_reference)
+
+
+EXPAND, STEP = "check_expand_kv", "check_attend_with_cache"
+
+# == the learner table (checks_learners.py) ==========================================================
+
+REFERENCES[EXPAND] = (with_repeat_interleave,)
+for _fn in (with_expand_and_reshape, with_index, with_loop, in_float64):
+    add_fns(EXPAND, (_fn,))
+for _fn, _named in EXPAND_MISTAKES:
+    add_fns(EXPAND, (_fn,), _named)
+REFERENCES[STEP] = (step_reference,)
+for _fn in (step_with_sdpa_gqa, step_with_library_and_einsum, step_returns_list):
+    add_fns(STEP, (_fn,))
+for _fn, _named in STEP_MISTAKES:
+    add_fns(STEP, (_fn,), _named)

@@ -2,9 +2,10 @@
 
 import pytest
 import torch
+from checks_learners import REFERENCES, add_fns
 
 from lessons_src.checks import CheckResult
-from lessons_src.checks.rope import check_apply_rope
+from lessons_src.checks.rotary_embeddings import check_apply_rope
 
 # -- correct implementations, written differently --------------------------------------------------
 
@@ -172,7 +173,7 @@ MISTAKES = [
     (cos_only, "the norms are not preserved"),
     (degrees_not_radians, "the output differs from the reference (pair lengths are preserved"),
     (returns_float32, "the dtype is torch.float32, expected x's dtype torch.float64"),
-    (returns_one_coordinate, "you returned one coordinate per pair"),
+    (returns_one_coordinate, "one coordinate per pair"),
     (returns_tuple, "expected one tensor"),
     (returns_none, "returned NoneType, expected a tensor"),
     (no_base_parameter, "cannot be called as apply_rope(x, positions, base)"),
@@ -199,14 +200,6 @@ def test_not_callable_is_feedback():
     assert not result and "expected a function" in str(result)
 
 
-def test_learner_cannot_corrupt_the_reference():
-    def mutates_inputs(x, positions, base=10000.0):
-        out = reference_style(x, positions, base)
-        x.zero_()
-        positions.add_(5)
-        return out
-
-    assert check_apply_rope(mutates_inputs)
 
 
 def test_nan_is_feedback():
@@ -226,10 +219,12 @@ def test_strict_mode_raises_with_the_same_feedback(monkeypatch):
     assert check_apply_rope(reference_style)  # a pass does not raise
 
 
-def test_check_is_fast():
-    import time
+CHECK = "check_apply_rope"
 
-    start = time.perf_counter()
-    check_apply_rope(degrees_not_radians)  # the slowest path: every candidate is built
-    check_apply_rope(reference_style)
-    assert time.perf_counter() - start < 1.0
+# == the learner table (checks_learners.py) ==========================================================
+
+REFERENCES[CHECK] = (reference_style,)
+for _fn in (complex_style, matrix_style, float32_angles_style):
+    add_fns(CHECK, (_fn,))
+for _fn, _named in MISTAKES:
+    add_fns(CHECK, (_fn,), _named)

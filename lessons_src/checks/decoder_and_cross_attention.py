@@ -50,10 +50,12 @@ class _Case:
 
 def _cases() -> list[_Case]:
     # Lt == Ls first, so that a mask on the wrong axis still broadcasts and can be named from its values.
+    # In case 2 the longest source (5) is shorter than Ls = 6: a padding mask built without max_len
+    # has 5 columns and is caught; B and the heads' count differ from case to case.
     return [
         _Case(2, 5, 5, (5, 3), seed=1),
-        _Case(3, 4, 6, (6, 2, 4), seed=2),
-        _Case(2, 6, 3, (3, 1), seed=3),
+        _Case(3, 4, 6, (5, 2, 4), seed=2),
+        _Case(1, 6, 3, (3,), seed=3),
     ]
 
 
@@ -128,6 +130,10 @@ def _self_mask_mistake(mask: object, s: _Setup) -> tuple[str, str] | None:
                 "which at generation time do not exist yet",
                 "pass the causal mask to self-attention: `self_attn(x, x, x, causal_mask(Lt))`, True on and "
                 "below the diagonal.")
+    if isinstance(mask, Tensor) and mask.dtype != torch.bool:
+        return (f"self-attention's mask has dtype {mask.dtype}, expected torch.bool (True = may attend)",
+                "use the bool mask itself: `causal_mask(Lt)`; convert a 0/1 mask with `.bool()`, an additive "
+                "0/-inf mask with `mask == 0`.")
     effective = _effective(mask, shape)
     if effective is None:
         return (f"self-attention's mask of shape {shape_of(mask)} does not fit its scores (B, H, Lt, Lt) = {shape}",
@@ -166,7 +172,17 @@ def _cross_mask_mistake(mask: object, s: _Setup) -> tuple[str, str] | None:
         return ("the memory's padding is not masked: decoder positions attend to padding tokens of the source",
                 "pass the padding mask to cross-attention: `padding_mask(source_lengths, Ls)[:, None, None, :]`, "
                 "shape (B, 1, 1, Ls).")
+    if isinstance(mask, Tensor) and mask.dtype != torch.bool:
+        return (f"the memory's padding mask has dtype {mask.dtype}, expected torch.bool (True = may attend)",
+                "use the bool mask itself: `padding_mask(source_lengths, Ls)[:, None, None, :]`; convert a 0/1 mask "
+                "with `.bool()`, an additive 0/-inf mask with `mask == 0`.")
     effective = _effective(mask, shape)
+    longest = max(s.case.source_lengths)
+    if effective is None and isinstance(mask, Tensor) and mask.dim() >= 1 and mask.size(-1) == longest < Ls:
+        return (f"the memory's padding mask has {longest} columns, max(source_lengths), not Ls = {Ls}: "
+                "`padding_mask(source_lengths)` without `max_len`",
+                "the mask must cover every source position, padding included: "
+                "`padding_mask(source_lengths, max_len=memory.size(1))[:, None, None, :]`.")
     if effective is None:
         got = tuple(mask.shape) if isinstance(mask, Tensor) else None
         if got in {(Lt, Lt), (B, 1, Lt, Lt), (1, 1, Lt, Lt)}:

@@ -143,6 +143,8 @@ def _sublayers(case: _Case, block: EncoderBlock) -> dict[str, Callable[[Tensor],
         "attention, mask inverted": lambda h: attn(h, h, h, None if mask is None else ~mask)[0],
         "ff, no activation": lambda h: ff.linear2(ff.linear1(h)),
         "ff, GELU": lambda h: ff.linear2(F.gelu(ff.linear1(h))),
+        "ff, ReLU after linear2": lambda h: F.relu(ff.linear2(ff.linear1(h))),
+        "ff, ReLU after both": lambda h: F.relu(ff.linear2(F.relu(ff.linear1(h)))),
     }
 
 
@@ -162,6 +164,15 @@ _SUBLAYER_MISTAKES = {
     "ff, GELU": (
         "the feed-forward uses GELU, but this block's activation is ReLU",
         "use `torch.relu` (or simply call `ff(h)`), as `EncoderBlock(..., activation='relu')` does.",
+    ),
+    "ff, ReLU after linear2": (
+        "the feed-forward's ReLU comes after linear2 instead of between the two linear layers",
+        "the order is linear1, ReLU, linear2: `ff.linear2(torch.relu(ff.linear1(h)))`; a ReLU at the end would make "
+        "every update of x non-negative.",
+    ),
+    "ff, ReLU after both": (
+        "the feed-forward has a second ReLU after linear2",
+        "only one ReLU, between the linear layers: `ff.linear2(torch.relu(ff.linear1(h)))`.",
     ),
 }
 
@@ -207,6 +218,10 @@ def _block_candidates(case: _Case, block: EncoderBlock) -> list[tuple[Tensor, st
     h = x + block.self_attn(n1(x), x, x, case.mask)[0]
     out.append((h + s["ff"](n2(h)), "only the queries are normalised: keys and values come from the raw x",
                 "self-attention takes the same normalised tensor three times: `attention(h, h, h, mask)` with `h = norm1(x)`."))
+    h = x + s["ff"](n2(x))
+    out.append((h + s["attention"](n1(h)), "the feed-forward sublayer runs before the attention sublayer",
+                "attention first, then the feed-forward: `x = x + attention(h, h, h, mask)[0]` with `h = norm1(x)`, "
+                "then `x = x + ff(norm2(x))`."))
     h = x + s["attention"](n1(x))
     out.append((h + s["ff"](n2(x)), "the feed-forward reads norm2 of the block's input, not of the sum after attention",
                 "update x after the attention sublayer, then normalise *that*: `x = x + attention(...)`, "
@@ -285,6 +300,9 @@ def _hint_for_error(failure: CheckResult) -> CheckResult:
     if "'tuple'" in failure.summary:
         failure.hint = ("`attention(h, h, h, mask)` returns a tuple `(output, weights)`: "
                         "take the output with `[0]` (or `output, _ = attention(...)`).")
+        if not failure.summary.startswith("a tuple"):
+            failure.summary = (f"the attention's (output, weights) tuple is used as a tensor: "
+                           f"{failure.summary.removeprefix('a tuple (output, weights) is used as a tensor: ')}")
     return failure
 
 
@@ -334,6 +352,18 @@ def _check(pre_ln_block: Callable[..., object], pre_ln_encoder: Callable[..., ob
                                       "look for a division by zero, or a fully masked row."))
         if close(result, expected, tol=_TOL):
             continue
+        again = copy.deepcopy(reference)
+        with torch.no_grad():
+            if isinstance(again, EncoderBlock):
+                second, _ = _call(pre_ln_block, label, where, case, again.self_attn, again.ff, again.norm1, again.norm2)
+            else:
+                second, _ = _call(pre_ln_encoder, label, where, case, again.layers, again.norm)
+        if isinstance(second, Tensor) and second.shape == result.shape and not close(second, result, tol=_TOL):
+            return finish(CheckResult(check, False, f"{where}: the output changes from one call to the next on the "
+                                      "same input: dropout is on (or something else is random)",
+                                      "this exercise has no dropout: remove `F.dropout(...)`/`nn.Dropout`, or pass "
+                                      "`training=False`; a model evaluates with `model.eval()`, which turns "
+                                      "dropout off."))
         with torch.no_grad():
             candidates = (_block_candidates(case, reference) if isinstance(reference, EncoderBlock)
                           else _encoder_candidates(case, reference))

@@ -15,15 +15,12 @@ from torch import Tensor
 
 from ..attention import scaled_dot_product_attention
 from ..masks import causal_mask
+from ._framework import Session
 from ._result import (
-    NOT_IMPLEMENTED,
     CheckResult,
     close,
-    error_hint,
     finish,
-    learner_error,
     not_one_tensor,
-    receive,
     shape_of,
 )
 
@@ -57,30 +54,21 @@ def _call(check: str, where: str, fn: Callable[..., object], *args: object,
 
     ``cache=True``: a ``torch.cat`` that fails on sizes is read as a cache appended on the wrong axis.
     """
-    if not callable(fn):
-        return None, finish(CheckResult(check, False, f"expected a function, got {type(fn).__name__}",
-                                        f"pass the function itself, without calling it: `{check}(my_function)`."))
-    args = tuple(a.clone() if isinstance(a, Tensor) else a for a in args)
-    try:
-        value = fn(*args)
-    except NotImplementedError:
-        return None, finish(CheckResult(check, False, "not implemented yet", NOT_IMPLEMENTED))
-    except Exception as exc:  # the learner's code may raise anything: it is feedback
-        summary = f"{where}: your function raised {learner_error(exc)}"
-        hint = "read the error line above; print the shape of each intermediate tensor."
-        message = str(exc)
-        if "view size is not compatible" in message:
-            hint = ("the tensor is not contiguous (it came from a transpose), so `.view` cannot reshape it: "
-                    "use `.reshape`, or `repeat_interleave`, which needs no reshape.")
-        elif cache and "Sizes of tensors must match except in dimension" in message:
-            axis = message.split("except in dimension")[1].split(".")[0].strip()
-            if axis not in ("2", "-2"):
-                summary = (f"{where}: the cache was appended along dim {axis}, not along the sequence (dim 2): "
-                           f"torch.cat raised {learner_error(exc)}")
-                hint = ("the cache is (B, H_kv, T, d) and grows in T, one position per step: "
-                        "`torch.cat([key_cache, key_new], dim=2)`.")
-        return None, finish(CheckResult(check, False, summary, error_hint(exc, hint)))
-    value, failure = receive(check, where, value)
+    hints = [(r"view size is not compatible",
+              "the tensor is not contiguous (it came from a transpose), so `.view` cannot reshape it: "
+              "use `.reshape`, or `repeat_interleave`, which needs no reshape.",
+              "`.view` on a tensor that is not contiguous (it came from a transpose)")]
+    if cache:
+        hints.append((r"Sizes of tensors must match except in dimension (?P<axis>[013]|-[134])\b",
+                      "the cache was appended along dim \\g<axis>, not along the sequence (dim 2): the cache is "
+                      "(B, H_kv, T, d) and grows in T, one position per step: "
+                      "`torch.cat([key_cache, key_new], dim=2)`."))
+    value, failure = Session(check, hints).call(where, fn, list(args))
+    if failure is not None and cache and "Sizes of tensors must match except in dimension" in failure.summary \
+            and "appended along dim" in failure.hint:
+        axis = failure.hint.split("appended along dim ")[1].split(",")[0]
+        failure.summary = f"{where}: the cache was appended along dim {axis}, not along the sequence (dim 2): " \
+                          + failure.summary.split(": ", 1)[1].replace("your function raised", "torch.cat raised")
     return value, (None if failure is None else finish(failure))
 
 

@@ -1,11 +1,14 @@
-"""Every exercise check survives a GPU session: a contract over all the checks `lessons_src.checks` exports.
+"""The contract every exercise check keeps, over a registry derived from `lessons_src.checks.__all__`.
 
-In Colab with a GPU, `default_device()` is CUDA and a learner's tensors may land there, while the
-checks build their inputs and references on the CPU. For each check, with its reference learner(s)
-taken from the per-check tests: the reference passes; its results on another device are judged by
-value (a right answer passes); results on the `meta` device (no values) fail with device feedback;
-results in another dtype are feedback, never an exception; an error from mixing devices gets the
-device hint.
+For each check, with its reference learner(s) from ``checks_learners.REFERENCES``: the reference
+passes; pathological learners (not callable, raising, returning None, a tuple of the wrong length,
+NaN, never returning, results on the `meta` device, changing an input in place) each give a
+failing result with feedback and no exception; strict mode raises AssertionError. And the devices
+contract: in Colab with a GPU, `default_device()` is CUDA and a learner's tensors may land there,
+while the checks build their inputs and references on the CPU: results on another device are
+judged by value (a right answer passes); results on the `meta` device (no values) fail with device
+feedback; results in another dtype are feedback, never an exception; an error from mixing devices
+gets the device hint.
 """
 
 import functools
@@ -15,22 +18,23 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from test_checks_attention import reference_style as attention_reference
-from test_checks_decoder import with_library_masks as decoder_reference
-from test_checks_efficient import with_offsets as sliding_window_reference
-from test_checks_encoder import block_reference_style, encoder_reference_style
-from test_checks_gqa import step_reference, with_repeat_interleave
-from test_checks_layer_norm import as_tensor as warmup_lr_as_tensor
+from checks_learners import REFERENCES, load
+from test_checks_decoder_and_cross_attention import with_library_masks as decoder_reference
+from test_checks_efficient_attention import with_offsets as sliding_window_reference
+from test_checks_encoder_block import block_reference_style, encoder_reference_style
+from test_checks_grouped_query_and_kv_cache import step_reference, with_repeat_interleave
+from test_checks_layer_norm_placement import as_tensor as warmup_lr_as_tensor
 from test_checks_masking import causal_tril, combine_index, padding_compare
-from test_checks_multihead import forward_reference, merge_reshape, split_view
-from test_checks_rope import reference_style as rope_reference
+from test_checks_multi_head_attention import forward_reference, merge_reshape, split_view
+from test_checks_rotary_embeddings import reference_style as rope_reference
 from test_checks_scaling import reference_style as attention_weights_reference
-from test_checks_training import pattern_index, task_roll
+from test_checks_training_attention import pattern_index, task_roll
 from torch import Tensor
 
 import lessons_src.checks as checks
 from lessons_src import causal_mask
 from lessons_src.checks import CheckResult
+from lessons_src.checks._framework import time_limits
 from lessons_src.checks._result import DEVICE_HINT
 
 #: What `lessons_src.checks` exports besides the checks.
@@ -48,8 +52,9 @@ class Entry:
     float64_passes: tuple[bool, ...]
 
 
+load()  # every test_checks_*.py registers its check's reference in REFERENCES
 REGISTRY = {
-    "check_scaled_dot_product_attention": Entry((attention_reference,), (True,)),
+    "check_scaled_dot_product_attention": Entry(REFERENCES["check_scaled_dot_product_attention"], (True,)),
     "check_masks": Entry((causal_tril, padding_compare, combine_index), (False, False, False)),
     "check_multi_head_attention": Entry((split_view, merge_reshape, forward_reference), (True, True, True)),
     "check_pre_ln_encoder": Entry((block_reference_style, encoder_reference_style), (True, True)),
@@ -118,6 +123,121 @@ def test_every_exported_check_has_a_registry_entry():
     assert set(REGISTRY) == set(CHECKS), f"not exported: {set(REGISTRY) - set(CHECKS)}"
     for name, entry in REGISTRY.items():
         assert len(entry.float64_passes) == len(entry.learners), name
+
+
+# -- pathological learners: each a failing result with feedback, never an exception or a hang ----------
+
+
+def _first_tensor_argument(args: tuple) -> Tensor | None:
+    return next((a for a in args if isinstance(a, Tensor) and a.is_floating_point()), None)
+
+
+def not_callable(fn):
+    return 42
+
+
+def raising(fn):
+    @functools.wraps(fn)
+    def learner(*args, **kwargs):
+        raise ValueError("a bug in the learner's code")
+
+    return learner
+
+
+def returning_none(fn):
+    @functools.wraps(fn)
+    def learner(*args, **kwargs):
+        fn(*args, **kwargs)
+
+    return learner
+
+
+def wrong_length_tuple(fn):
+    @functools.wraps(fn)
+    def learner(*args, **kwargs):
+        value = fn(*args, **kwargs)
+        return (*value, value[0]) if isinstance(value, (tuple, list)) else (value, value, value)
+
+    return learner
+
+
+def _nan(value: object) -> object:
+    if isinstance(value, Tensor):
+        return torch.full(value.shape, float("nan"))
+    if isinstance(value, (tuple, list)):
+        return type(value)(_nan(v) for v in value)
+    return float("nan") if isinstance(value, (int, float)) else value
+
+
+def returning_nan(fn):
+    @functools.wraps(fn)
+    def learner(*args, **kwargs):
+        return _nan(fn(*args, **kwargs))
+
+    return learner
+
+
+def never_returning(fn):
+    @functools.wraps(fn)
+    def learner(*args, **kwargs):
+        while True:
+            pass
+
+    return learner
+
+
+def on_the_meta_device(fn):
+    return returning(fn, lambda t: t.to("meta"))
+
+
+PATHOLOGICAL = {
+    not_callable: "expected a function",
+    raising: "ValueError: a bug in the learner's code",
+    returning_none: "None",
+    wrong_length_tuple: "",
+    returning_nan: "",
+    never_returning: "did not return within",
+    on_the_meta_device: "`meta` device",
+}
+
+
+@pytest.mark.parametrize("make", PATHOLOGICAL, ids=[f.__name__ for f in PATHOLOGICAL])
+@pytest.mark.parametrize("name, i", LEARNERS, ids=LEARNER_IDS)
+def test_pathological_learners_fail_with_feedback(name, i, make):
+    with time_limits(0.3, 2.0):
+        result = run(name, {i: make(REGISTRY[name].learners[i])})
+    assert not result, str(result)
+    first = str(result).splitlines()[0]
+    assert first.startswith("FAIL") and PATHOLOGICAL[make] in first and result.hint, str(result)
+
+
+@pytest.mark.parametrize("name, i", LEARNERS, ids=LEARNER_IDS)
+def test_a_learner_changing_its_input_in_place_is_named(name, i):
+    reference = REGISTRY[name].learners[i]
+    changed = []
+
+    @functools.wraps(reference)
+    def learner(*args, **kwargs):
+        value = reference(*args, **kwargs)
+        tensor = _first_tensor_argument(args)
+        if tensor is not None:
+            tensor.add_(1.0)
+            changed.append(True)
+        return value
+
+    result = run(name, {i: learner})
+    if changed:
+        assert not result and "in place" in str(result).splitlines()[0], str(result)
+    else:  # a function of sizes only (a mask from seq_len): nothing to change
+        assert result, str(result)
+
+
+@pytest.mark.parametrize("name", CHECKS)
+def test_strict_mode_raises_on_a_failure_only(name, monkeypatch):
+    monkeypatch.setenv("LESSONS_SRC_STRICT", "1")
+    assert run(name)
+    with pytest.raises(AssertionError, match="ValueError"):
+        run(name, {0: raising(REGISTRY[name].learners[0])})
 
 
 @pytest.mark.parametrize("name", CHECKS)
@@ -210,7 +330,8 @@ def attention_moving_the_mask(device):
         scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
         if mask is not None:
             scores = scores.masked_fill(~mask.to(device), float("-inf"))  # the mask on `device`, scores on the CPU
-        return attention_reference(query, key, value, mask)[0], torch.softmax(scores, dim=-1)
+        reference = REFERENCES["check_scaled_dot_product_attention"][0]
+        return reference(query, key, value, mask)[0], torch.softmax(scores, dim=-1)
 
     return attention
 

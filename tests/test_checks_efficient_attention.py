@@ -1,12 +1,12 @@
 """The sliding-window mask check (exercise 9): correct masks written differently pass; each mistake is named."""
 
-import time
 
 import numpy as np
 import pytest
 import torch
+from checks_learners import REFERENCES, add_fns
 
-from lessons_src.checks.efficient import check_sliding_window_mask
+from lessons_src.checks.efficient_attention import check_sliding_window_mask
 from lessons_src.masks import sliding_window_mask
 
 # -- correct implementations, written differently --------------------------------------------------
@@ -199,14 +199,19 @@ def test_not_callable_is_feedback():
     assert not result and "expected a function" in str(result)
 
 
-def test_check_is_fast():
-    start = time.perf_counter()
-    check_sliding_window_mask(with_loops)
-    assert time.perf_counter() - start < 1.0
-
-
 def test_strict_mode_raises_with_the_same_feedback(monkeypatch):
     monkeypatch.setenv("LESSONS_SRC_STRICT", "1")
     with pytest.raises(AssertionError, match="inverted"):
         check_sliding_window_mask(inverted)
     assert check_sliding_window_mask(with_offsets)  # a pass does not raise
+
+
+CHECK = "check_sliding_window_mask"
+
+# == the learner table (checks_learners.py) ==========================================================
+
+REFERENCES[CHECK] = (with_offsets,)
+for _fn in (with_tril, with_loops, with_numpy, with_triu_and_float_then_bool, sliding_window_mask):
+    add_fns(CHECK, (_fn,))
+for _fn, _named in MISTAKES:
+    add_fns(CHECK, (_fn,), _named)

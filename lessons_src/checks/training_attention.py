@@ -29,7 +29,8 @@ from torch import Tensor
 from ..device import one_cpu_thread
 from ..multihead import MultiHeadAttention
 from ..training import diagonal_mass, train_attention
-from ._result import NOT_IMPLEMENTED, CheckResult, error_hint, finish, is_device_error, learner_error, receive, shape_of
+from ._framework import Session
+from ._result import CheckResult, error_hint, finish, is_device_error, learner_error, shape_of
 
 __all__ = ["check_shift_attention"]
 
@@ -150,15 +151,10 @@ def _call(fn: Callable[..., object], label: str, where: str, *args: object, **kw
     function (this check takes two) and adds case-specific hints before ``finish`` decides
     whether to raise under strict mode, so strict mode raises with the same feedback.
     """
-    try:
-        value = fn(*args, **kwargs)
-    except NotImplementedError:
-        return None, CheckResult(NAME, False, f"{label}: not implemented yet", NOT_IMPLEMENTED)
-    except Exception as exc:  # the learner's code may raise anything: it is feedback
-        return None, CheckResult(NAME, False, f"{where}: your function raised {learner_error(exc)}",
-                                 error_hint(exc, "read the error line above; print the shape of each intermediate "
-                                            "tensor."))
-    return receive(NAME, where, value)
+    value, failure = Session(NAME).call(where, fn, list(args), kwargs)
+    if failure is not None and failure.summary == "not implemented yet":
+        failure.summary = f"{label}: not implemented yet"
+    return value, failure
 
 
 def _call_task(shift_task: Callable[..., object], batch_size: int, seq_len: int, d_model: int, shift: int,
@@ -300,11 +296,12 @@ def _as_pattern(value: object, seq_len: int, shift: int, where: str) -> tuple[Te
     expected_shape = (seq_len, seq_len)
     if tuple(pattern.shape) != expected_shape:
         hint = "return the whole (L, L) matrix: one row per query, one column per key."
+        what = f"the pattern has shape {shape_of(pattern)}, expected (L, L) = {expected_shape}"
         if tuple(pattern.shape) == (seq_len,):
             hint = ("you returned one number per row (the columns?); return the whole (L, L) 0/1 matrix, e.g. "
                     "`pattern = torch.zeros(L, L); pattern[rows, columns] = 1`.")
-        return None, finish(CheckResult(NAME, False, f"{where}: the pattern has shape {shape_of(pattern)}, "
-                                        f"expected (L, L) = {expected_shape}", hint))
+            what = f"one number per row is returned, not the matrix: {what}"
+        return None, finish(CheckResult(NAME, False, f"{where}: {what}", hint))
     pattern = pattern.to(torch.float64)
     if not torch.isfinite(pattern).all():
         return None, finish(CheckResult(NAME, False, f"{where}: the pattern contains NaN or inf",
@@ -377,11 +374,24 @@ def _train_on(shift_task: Callable[..., object]) -> Tensor:
     checks judge (``receive``), so a task that makes them on the GPU trains too.
     """
 
-    def task(*args: object, **kwargs: object) -> object:
-        batch, failure = receive(NAME, "training", shift_task(*args, shift=TRAIN_SHIFT, **kwargs))
+    # Two calls of the learner's task, not one per step: every training batch is a slice of one
+    # batch of steps * batch_size sequences (fresh noise throughout), made up front.
+    steps, size = TRAIN["steps"], TRAIN["batch_size"]
+    session = Session(NAME)
+
+    def learner_task(batch_size: int, seq_len: int, d_model: int, generator: torch.Generator) -> tuple:
+        batch, failure = session.call("training", shift_task, [batch_size, seq_len, d_model],
+                                      {"shift": TRAIN_SHIFT, "generator": generator, "device": "cpu"})
         if failure is not None:  # reported by the caller, like any error of the task during training
             raise ValueError(failure.summary)
-        return batch
+        return tuple(batch)
+
+    pool = learner_task(steps * size, TRAIN["seq_len"], TRAIN["d_model"], torch.Generator().manual_seed(TRAIN["seed"]))
+    served = iter(range(steps))
+
+    def task(batch_size: int, seq_len: int, d_model: int, generator: object = None, device: object = None) -> tuple:
+        i = next(served)
+        return tuple(t[i * size:(i + 1) * size] for t in pool)
 
     states = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
               torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
@@ -393,7 +403,7 @@ def _train_on(shift_task: Callable[..., object]) -> Tensor:
                                      progress=False, **TRAIN)
             model = result.model.eval()
             generator = torch.Generator().manual_seed(EVAL_SEED)
-            query, key, value, _ = task(EVAL_BATCH, TRAIN["seq_len"], TRAIN["d_model"], generator=generator, device="cpu")
+            query, key, value, _ = learner_task(EVAL_BATCH, TRAIN["seq_len"], TRAIN["d_model"], generator)
             with torch.no_grad():
                 _, weights = model(query, key, value)  # (B, 1, L, L)
         finally:

@@ -81,7 +81,19 @@ def _refine(failure: CheckResult, function: str, d_model: int, num_heads: int) -
     hint = _hint_for_error(failure.summary, d_model, num_heads)
     if hint is not None:
         failure.hint = hint
+        name = next((name for key, name in _ERROR_NAMES if key in hint), None)
+        if name is not None and not failure.summary.startswith(name):
+            failure.summary = f"{name}: {failure.summary}"
     return failure
+
+
+#: The mistake each specific hint above is about: the feedback's first line names it.
+_ERROR_NAMES = [
+    ("not contiguous", "`.view` after a transpose (the tensor is not contiguous)"),
+    ("wrong head dimension", "wrong head dimension: a view's sizes do not multiply to the tensor's size"),
+    ("integer division", "d_model / num_heads is a float: integer division `//` is needed"),
+    ("wrong width", "a projection got a tensor of the wrong width"),
+]
 
 
 # -- reference and wrong versions of the reshapes ---------------------------------------------------
@@ -268,15 +280,17 @@ def _forward_cases() -> list[_Case]:
     def rand(*shape: int) -> Tensor:
         return torch.randn(*shape, generator=g)
 
-    # d_model / num_heads keeps sqrt(d_k) and sqrt(d_model) apart; Lq != Lk exposes key/query mix-ups.
-    x = rand(2, 5, 16)
+    # d_k differs from case to case (6, 10, 5, 8: no number written in the code passes them all) and
+    # sqrt(d_k), d_k / 2 (`d_k ** 1/2`), 2 d_k and sqrt(d_model) stay apart, so each scale mistake
+    # gives its own weights; Lq != Lk exposes key/query mix-ups.
+    x = rand(2, 5, 18)
     return [
-        _Case("self-attention, B=2, L=5, d_model=16, num_heads=4 (d_k=4)", x, x, x, _layer(16, 4, 1)),
-        _Case("cross-attention, B=2, Lq=3, Lk=6, d_model=16, num_heads=2 (d_k=8), key != value",
-              rand(2, 3, 16), rand(2, 6, 16), rand(2, 6, 16), _layer(16, 2, 2)),
+        _Case("self-attention, B=2, L=5, d_model=18, num_heads=3 (d_k=6)", x, x, x, _layer(18, 3, 1)),
+        _Case("cross-attention, B=2, Lq=3, Lk=6, d_model=20, num_heads=2 (d_k=10), key != value",
+              rand(2, 3, 20), rand(2, 6, 20), rand(2, 6, 20), _layer(20, 2, 2)),
         _Case("cross-attention with a padding mask of shape (2, 1, 1, 6) (True = may attend): "
-              "the second sequence has 4 real keys; B=2, Lq=4, Lk=6, d_model=12, num_heads=3",
-              rand(2, 4, 12), rand(2, 6, 12), rand(2, 6, 12), _layer(12, 3, 3),
+              "the second sequence has 4 real keys; B=2, Lq=4, Lk=6, d_model=15, num_heads=3 (d_k=5)",
+              rand(2, 4, 15), rand(2, 6, 15), rand(2, 6, 15), _layer(15, 3, 3),
               padding_mask([6, 4])[:, None, None, :]),
         _Case("one head (num_heads=1), B=1, L=4, d_model=8", *([rand(1, 4, 8)] * 3), _layer(8, 1, 4)),
     ]
@@ -291,18 +305,20 @@ def _variant(
     project_out: bool = True,
     mask: str = "use",
     return_scores: bool = False,
+    keys_with_w_q: bool = False,
+    log_softmax: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """Multi-head attention with one thing changed: a known mistake. Returns (output, weights)."""
     layer, H = case.layer, case.num_heads
     q = split(layer.w_q(case.query), H)  # (B, H, Lq, d_k)
-    k = split(layer.w_k(case.key), H)  # (B, H, Lk, d_k)
+    k = split((layer.w_q if keys_with_w_q else layer.w_k)(case.key), H)  # (B, H, Lk, d_k)
     v = split(layer.w_v(case.value), H)  # (B, H, Lk, d_k)
     d_k = q.size(-1)
     scores = q @ k.transpose(-2, -1) / (math.sqrt(d_k) if scale is None else scale)  # (B, H, Lq, Lk)
     if case.mask is not None and mask != "ignore":
         allowed = case.mask if mask == "use" else ~case.mask
         scores = scores.masked_fill(~allowed, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
+    weights = torch.log_softmax(scores, dim=-1) if log_softmax else torch.softmax(scores, dim=-1)
     heads = merge(weights @ v)  # (B, Lq, D)
     output = layer.w_o(heads) if project_out else heads
     return output, scores if return_scores else weights
@@ -311,6 +327,7 @@ def _variant(
 def _forward_mistakes(case: _Case) -> list[tuple[dict, str, str]]:
     """Known wrong forward passes: (how to build it, what is wrong, how to fix it)."""
     d_model = case.layer.d_model
+    d_k = d_model // case.num_heads
     mistakes = [
         (dict(split=_split_no_transpose), "the heads were split by a reshape without transpose "
          "(`.view(B, H, L, d_k)`), which mixes positions across heads", _FIX_NO_TRANSPOSE_SPLIT),
@@ -329,6 +346,16 @@ def _forward_mistakes(case: _Case) -> list[tuple[dict, str, str]]:
          f"divide by math.sqrt(d_k) = {math.sqrt(d_model // case.num_heads):.3g}, not math.sqrt(d_model) = "
          f"{math.sqrt(d_model):.3g}."),
         (dict(scale=1.0), "the scores are not scaled", "divide each head's scores by math.sqrt(d_k) before the softmax."),
+        (dict(scale=d_k / 2), "`d_k ** 1/2` is not sqrt(d_k): `**` binds tighter than `/`, so the scores are "
+         "divided by d_k / 2", "write `d_k ** 0.5` or `math.sqrt(d_k)`: `d_k ** 1/2` means `(d_k ** 1) / 2`."),
+        (dict(scale=2 * d_k), "`scores / d_k ** 1/2` is not scores / sqrt(d_k): the scores are divided by d_k, "
+         "then by 2", "write `scores / d_k ** 0.5` or `scores / math.sqrt(d_k)`."),
+        (dict(scale=float(d_k)), "the scores are divided by d_k instead of sqrt(d_k)",
+         f"divide by math.sqrt(d_k) = {math.sqrt(d_k):.3g}, not d_k = {d_k}."),
+        (dict(keys_with_w_q=True), "the keys are projected with w_q instead of w_k",
+         "each of query, key and value has its own projection: `q = w_q(query)`, `k = w_k(key)`, `v = w_v(value)`."),
+        (dict(log_softmax=True), "the weights are a log-softmax (log-probabilities), not a softmax",
+         "use `torch.softmax(scores, dim=-1)`: weights are probabilities in [0, 1] that sum to 1."),
         (dict(return_scores=True), "the weights returned are the scores, before the softmax",
          "return the weights after the softmax (each row sums to 1)."),
     ]
@@ -351,6 +378,23 @@ def _diagnose_forward(case: _Case, output: Tensor, weights: Tensor) -> tuple[str
         if same_up_to_nan(weights, m_w) and same_up_to_nan(output, m_out):
             return what, fix
     return None
+
+
+def _scale_used(case: _Case, weights: Tensor) -> float | None:
+    """The number the scores were divided by, read off the learner's weights (unmasked cases), else None."""
+    if case.mask is not None or not (weights > 0).all():
+        return None
+    with torch.no_grad():
+        q = _split(case.layer.w_q(case.query), case.num_heads)
+        k = _split(case.layer.w_k(case.key), case.num_heads)
+    raw = (q @ k.transpose(-2, -1)).double()  # (B, H, Lq, Lk)
+    x = raw - raw.mean(-1, keepdim=True)
+    y = weights.detach().double().log()
+    y = y - y.mean(-1, keepdim=True)
+    slope = float((x * y).sum() / (x * x).sum())
+    if slope <= 0 or not torch.allclose(y, x * slope, atol=1e-3):
+        return None
+    return 1.0 / slope
 
 
 _FIX_FULL_WIDTH = (
@@ -437,6 +481,12 @@ def _run_forward(fn: object, name: str) -> CheckResult:
         if torch.isnan(output).any() or torch.isnan(weights).any():
             return CheckResult(name, False, f"{where}: the result contains NaN",
                                "look for a softmax over a row of -inf, or a division by zero.")
+        used = _scale_used(case, weights)
+        if used is not None and not math.isclose(used, math.sqrt(D // H), rel_tol=1e-3):
+            return CheckResult(name, False, f"{where}: the scores are divided by {used:.4g} instead of sqrt(d_k) = "
+                               f"{math.sqrt(D // H):.4g}: a number written in the code, or the wrong dimension",
+                               "divide by `math.sqrt(d_k)` with d_k = q.size(-1) = d_model // num_heads; a number "
+                               "written in the code is right for one d_k only.")
         if weights_ok:
             return CheckResult(name, False, f"{where}: the weights are right but the output is not",
                                "output = w_o(merge_heads(weights @ v)), with v = split_heads(w_v(value), num_heads).")
