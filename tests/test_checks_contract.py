@@ -66,6 +66,7 @@ REGISTRY = {
     "check_warmup_lr": Entry((warmup_lr_as_tensor,), (True,)),  # the reference that returns a tensor
     "check_decoder_attention": Entry((decoder_reference,), (True,)),
     "check_shift_attention": Entry((task_roll, pattern_index), (False, True)),
+    "check_online_softmax_update": Entry(REFERENCES["check_online_softmax_update"], (True,)),
 }
 
 #: (check, which learner) for every learner of every registered check.

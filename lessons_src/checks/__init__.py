@@ -16,6 +16,7 @@ from .masking import check_masks
 from .multi_head_attention import check_multi_head_attention
 from .rotary_embeddings import check_apply_rope
 from .scaling import check_attention_weights
+from .tiled_attention import check_online_softmax_update
 from .training_attention import check_shift_attention
 
 __all__ = [
@@ -33,4 +34,5 @@ __all__ = [
     "check_warmup_lr",
     "check_decoder_attention",
     "check_shift_attention",
+    "check_online_softmax_update",
 ]
