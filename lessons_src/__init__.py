@@ -16,6 +16,7 @@ Each module holds one concept and names the chapter that teaches it:
   (chapter "Tiled attention and the online softmax")
 - ``gqa``: grouped-query attention and the KV cache (chapter "Grouped-query attention and the KV cache")
 - ``rotary``: rotary position embeddings (chapter "Rotary position embeddings")
+- ``alibi``: attention with linear biases, ALiBi (chapter "ALiBi and length extrapolation")
 - ``device``: device and seeding helpers, used by every chapter
 - ``_validate``: the input checks every public function and ``forward`` makes once, at its boundary
 - ``plotting``, ``widgets``: heatmaps, and sliders that work live and on the static site
@@ -24,6 +25,7 @@ Each module holds one concept and names the chapter that teaches it:
 - ``checks``: exercise checks that name the learner's mistake
 """
 
+from .alibi import alibi_bias, alibi_slopes
 from .attention import scaled_dot_product_attention
 from .data import reversal_batch, shift_batch
 from .device import default_device, one_cpu_thread, seed_everything
@@ -66,6 +68,8 @@ __all__ = [
     "kv_cache_bytes",
     "rope_frequencies",
     "apply_rope",
+    "alibi_slopes",
+    "alibi_bias",
     "sliding_window_mask",
     "elu_feature_map",
     "linear_attention",

@@ -28,6 +28,7 @@ from lessons_src import (  # noqa: E402
     sliding_window_mask,
 )
 from lessons_src.figures import (  # noqa: E402
+    alibi,
     attention_from_scratch,
     decoder_and_cross_attention,
     efficient_attention,
@@ -166,6 +167,10 @@ def _tile_explorer():
     return tiled_attention.tile_explorer(torch.randn(3, 10, generator=g) * 2, torch.randn(10, 3, generator=g), 4)
 
 
+def _bias_explorer():
+    return alibi.bias_explorer(4, (8, 12))
+
+
 BUILDERS = {
     "attention_from_scratch": _steer_query,
     "scaling": _score_explorer,
@@ -179,6 +184,7 @@ BUILDERS = {
     "grouped_query_and_kv_cache": _sharing_explorer,
     "rotary_embeddings": _rope_explorer,
     "tiled_attention": _tile_explorer,
+    "alibi": _bias_explorer,
 }
 
 
@@ -392,3 +398,11 @@ def test_tile_explorer_shows_the_online_softmax_state():
     weights = tiled_attention.weights_so_far(scores.double(), scores.double().amax(-1),
                                              torch.exp(scores.double() - scores.double().amax(-1, keepdim=True)).sum(-1), 10)
     assert torch.allclose(weights, torch.softmax(scores.double(), dim=-1))
+
+
+def test_masked_bias_hides_the_future_and_keeps_the_bias():
+    from lessons_src import alibi_bias
+
+    picture = alibi.masked_bias(4, 1, 6)
+    assert picture.mask.tolist() == torch.ones(6, 6, dtype=torch.bool).triu(1).tolist()
+    assert np.allclose(picture.filled(0), alibi_bias(4, 6)[1].numpy() * np.tril(np.ones((6, 6))))

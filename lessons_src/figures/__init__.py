@@ -19,6 +19,7 @@ next to it, tested in ``tests/test_figures.py``. A chapter shows the idea and on
 - ``grouped_query_and_kv_cache.sharing_explorer``: KV heads shared by query heads, cache sizes
 - ``rotary_embeddings.rope_explorer``: a rotated query and key, and their score by distance
 - ``tiled_attention.tile_explorer``: the online softmax converging, block of keys after block
+- ``alibi.bias_explorer``: ALiBi's bias of each head, as a matrix and by distance
 """
 
 __all__ = [
@@ -34,4 +35,5 @@ __all__ = [
     "grouped_query_and_kv_cache",
     "rotary_embeddings",
     "tiled_attention",
+    "alibi",
 ]
