@@ -67,6 +67,7 @@ REGISTRY = {
     "check_decoder_attention": Entry((decoder_reference,), (True,)),
     "check_shift_attention": Entry((task_roll, pattern_index), (False, True)),
     "check_online_softmax_update": Entry(REFERENCES["check_online_softmax_update"], (True,)),
+    "check_alibi_bias": Entry(REFERENCES["check_alibi_bias"], (True,)),
 }
 
 #: (check, which learner) for every learner of every registered check.

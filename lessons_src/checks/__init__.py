@@ -6,6 +6,7 @@ raises ``AssertionError``. See ``_result.py``.
 """
 
 from ._result import CheckResult, strict_mode
+from .alibi import check_alibi_bias
 from .attention_from_scratch import check_scaled_dot_product_attention
 from .decoder_and_cross_attention import check_decoder_attention
 from .efficient_attention import check_sliding_window_mask
@@ -35,4 +36,5 @@ __all__ = [
     "check_decoder_attention",
     "check_shift_attention",
     "check_online_softmax_update",
+    "check_alibi_bias",
 ]
