@@ -17,6 +17,8 @@ Each module holds one concept and names the chapter that teaches it:
 - ``gqa``: grouped-query attention and the KV cache (chapter "Grouped-query attention and the KV cache")
 - ``rotary``: rotary position embeddings (chapter "Rotary position embeddings")
 - ``alibi``: attention with linear biases, ALiBi (chapter "ALiBi and length extrapolation")
+- ``language_model``: a small decoder-only model, sampling, and the scores of previous-token and
+  induction heads (chapters "A language model and its heads" and "Induction heads")
 - ``device``: device and seeding helpers, used by every chapter
 - ``_validate``: the input checks every public function and ``forward`` makes once, at its boundary
 - ``plotting``, ``widgets``: heatmaps, and sliders that work live and on the static site
@@ -32,6 +34,16 @@ from .device import default_device, one_cpu_thread, seed_everything
 from .efficient import elu_feature_map, fused_attention, linear_attention
 from .encoder import DecoderBlock, Encoder, EncoderBlock, FeedForward, count_parameters, layer_norm
 from .gqa import CausalSelfAttention, GroupedQueryAttention, KVCache, kv_cache_bytes
+from .language_model import (
+    CharTokenizer,
+    LanguageModel,
+    course_text,
+    generate,
+    induction_score,
+    next_token_probs,
+    previous_token_score,
+    repeated_tokens,
+)
 from .masks import causal_mask, padding_mask, sliding_window_mask
 from .multihead import MultiHeadAttention, attn_mask_to_mask, key_padding_mask_to_mask, merge_heads, split_heads
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, sinusoidal_positional_encoding
@@ -70,6 +82,14 @@ __all__ = [
     "apply_rope",
     "alibi_slopes",
     "alibi_bias",
+    "course_text",
+    "CharTokenizer",
+    "LanguageModel",
+    "next_token_probs",
+    "generate",
+    "repeated_tokens",
+    "previous_token_score",
+    "induction_score",
     "sliding_window_mask",
     "elu_feature_map",
     "linear_attention",

@@ -34,6 +34,8 @@ from lessons_src.figures import (  # noqa: E402
     efficient_attention,
     encoder_block,
     grouped_query_and_kv_cache,
+    induction_heads,
+    language_model,
     layer_norm_placement,
     masking,
     multi_head_attention,
@@ -171,6 +173,19 @@ def _bias_explorer():
     return alibi.bias_explorer(4, (8, 12))
 
 
+def _temperature_explorer():
+    logits = torch.tensor([2.0, 1.0, 0.5, -1.0, 0.0])
+    samples = {(t, k): f"sample at {t} {k}" for t in (0.5, 1.0) for k in (None, 2)}
+    return language_model.temperature_explorer(list("ab cd"), logits, samples, "pr", shown=4)
+
+
+def _induction_explorer():
+    g = torch.Generator().manual_seed(0)
+    weights = {s: _weights(2, 8, 8, seed=s) for s in (0, 10, 20)}
+    scores = {s: torch.rand(2, generator=g).tolist() for s in (0, 10, 20)}
+    return induction_heads.induction_explorer(weights, scores, {0: 3.0, 10: 2.0, 20: 0.5}, 4)
+
+
 BUILDERS = {
     "attention_from_scratch": _steer_query,
     "scaling": _score_explorer,
@@ -185,6 +200,8 @@ BUILDERS = {
     "rotary_embeddings": _rope_explorer,
     "tiled_attention": _tile_explorer,
     "alibi": _bias_explorer,
+    "language_model": _temperature_explorer,
+    "induction_heads": _induction_explorer,
 }
 
 
@@ -406,3 +423,14 @@ def test_masked_bias_hides_the_future_and_keeps_the_bias():
     picture = alibi.masked_bias(4, 1, 6)
     assert picture.mask.tolist() == torch.ones(6, 6, dtype=torch.bool).triu(1).tolist()
     assert np.allclose(picture.filled(0), alibi_bias(4, 6)[1].numpy() * np.tril(np.ones((6, 6))))
+
+
+def test_temperature_explorer_draws_next_token_probs():
+    from lessons_src import next_token_probs
+
+    figure = _temperature_explorer()
+    figure.render(temperature=0.5, top_k=2)
+    heights = [bar.get_height() for bar in _bars(figure)]
+    probs = next_token_probs(torch.tensor([2.0, 1.0, 0.5, -1.0, 0.0]), 0.5, 2)
+    assert heights == pytest.approx(probs[[0, 1, 2, 4]].tolist())  # the 4 likeliest at T = 1, in order
+    assert language_model.shown_char(" ") == "sp" and language_model.shown_char("x") == "x"
