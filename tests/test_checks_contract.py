@@ -68,6 +68,8 @@ REGISTRY = {
     "check_shift_attention": Entry((task_roll, pattern_index), (False, True)),
     "check_online_softmax_update": Entry(REFERENCES["check_online_softmax_update"], (True,)),
     "check_alibi_bias": Entry(REFERENCES["check_alibi_bias"], (True,)),
+    "check_next_token_probs": Entry(REFERENCES["check_next_token_probs"], (True,)),
+    "check_induction_score": Entry(REFERENCES["check_induction_score"], (True,)),
 }
 
 #: (check, which learner) for every learner of every registered check.
