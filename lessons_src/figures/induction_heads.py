@@ -49,8 +49,9 @@ def induction_explorer(weights: Mapping[int, Tensor], scores: Mapping[int, Seque
     ax_loss.set(ylabel="loss on the second half (nats)", ylim=(0, max(losses.values()) * 1.1))
     despine(ax_curve)
     ax_loss.spines["top"].set_visible(False)
-    (marker,) = ax_curve.plot([], [], "o", color="black", markersize=7)
-    cursor = ax_curve.axvline(steps[0], color="0.5", linewidth=0.8)
+    # On the twin axes, drawn last, so that a blitted frame stacks the layers as a full draw does.
+    (marker,) = ax_loss.plot([], [], "o", color="black", markersize=7, transform=ax_curve.transData)
+    cursor = ax_loss.axvline(steps[0], color="0.5", linewidth=0.8)
     handles = ax_curve.get_legend_handles_labels()[0] + ax_loss.get_legend_handles_labels()[0]
     ax_curve.legend(handles=handles, frameon=False, fontsize=7, loc="center right")
     curve_title = ax_curve.set_title("", fontsize=10)
