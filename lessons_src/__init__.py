@@ -12,8 +12,13 @@ Each module holds one concept and names the chapter that teaches it:
 - ``encoder``: layer norm, feed-forward, encoder and decoder blocks (chapters "The transformer encoder
   block" and "Decoder blocks and cross-attention")
 - ``efficient``: linear attention and PyTorch's fused kernels (chapter "Efficient attention")
+- ``tiled``: the online softmax and attention computed tile by tile, FlashAttention's algorithm
+  (chapter "Tiled attention and the online softmax")
 - ``gqa``: grouped-query attention and the KV cache (chapter "Grouped-query attention and the KV cache")
 - ``rotary``: rotary position embeddings (chapter "Rotary position embeddings")
+- ``alibi``: attention with linear biases, ALiBi (chapter "ALiBi and length extrapolation")
+- ``language_model``: a small decoder-only model, sampling, and the scores of previous-token and
+  induction heads (chapters "A language model and its heads" and "Induction heads")
 - ``device``: device and seeding helpers, used by every chapter
 - ``_validate``: the input checks every public function and ``forward`` makes once, at its boundary
 - ``plotting``, ``widgets``: heatmaps, and sliders that work live and on the static site
@@ -22,16 +27,28 @@ Each module holds one concept and names the chapter that teaches it:
 - ``checks``: exercise checks that name the learner's mistake
 """
 
+from .alibi import alibi_bias, alibi_slopes
 from .attention import scaled_dot_product_attention
 from .data import reversal_batch, shift_batch
 from .device import default_device, one_cpu_thread, seed_everything
 from .efficient import elu_feature_map, fused_attention, linear_attention
 from .encoder import DecoderBlock, Encoder, EncoderBlock, FeedForward, count_parameters, layer_norm
 from .gqa import CausalSelfAttention, GroupedQueryAttention, KVCache, kv_cache_bytes
+from .language_model import (
+    CharTokenizer,
+    LanguageModel,
+    course_text,
+    generate,
+    induction_score,
+    next_token_probs,
+    previous_token_score,
+    repeated_tokens,
+)
 from .masks import causal_mask, padding_mask, sliding_window_mask
 from .multihead import MultiHeadAttention, attn_mask_to_mask, key_padding_mask_to_mask, merge_heads, split_heads
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, sinusoidal_positional_encoding
 from .rotary import apply_rope, rope_frequencies
+from .tiled import online_softmax_steps, online_softmax_update, tiled_attention
 from .training import TrainResult, antidiagonal_mass, diagonal_mass, train_attention, warmup_factor
 
 __version__ = "0.1.0"
@@ -63,10 +80,23 @@ __all__ = [
     "kv_cache_bytes",
     "rope_frequencies",
     "apply_rope",
+    "alibi_slopes",
+    "alibi_bias",
+    "course_text",
+    "CharTokenizer",
+    "LanguageModel",
+    "next_token_probs",
+    "generate",
+    "repeated_tokens",
+    "previous_token_score",
+    "induction_score",
     "sliding_window_mask",
     "elu_feature_map",
     "linear_attention",
     "fused_attention",
+    "online_softmax_update",
+    "online_softmax_steps",
+    "tiled_attention",
     "reversal_batch",
     "shift_batch",
     "train_attention",

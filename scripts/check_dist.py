@@ -59,6 +59,11 @@ def source_modules(root: Path = ROOT) -> set[str]:
     return {p.relative_to(root).as_posix() for p in (root / PACKAGE).rglob("*.py") if "__pycache__" not in p.parts}
 
 
+def package_data(root: Path = ROOT) -> set[str]:
+    """The package's data files (``lessons_src/data/``: the course text), relative to the repository root."""
+    return {p.relative_to(root).as_posix() for p in (root / PACKAGE / "data").rglob("*") if p.is_file()}
+
+
 def module_names(paths: set[str]) -> list[str]:
     """``lessons_src/checks/_result.py`` -> ``lessons_src.checks._result``."""
     names = []
@@ -139,11 +144,11 @@ def check(dist: Path, reuse_deps: bool = False) -> list[str]:
     for archive in (wheels[0], sdists[0]):
         if f"-{want}" not in archive.name:
             problems.append(f"{archive.name}: version is not lessons_src.__version__ {want}")
-    expected = source_modules()
+    expected = source_modules() | package_data()
     problems += wheel_problems(wheels[0], expected, want)
     problems += sdist_problems(sdists[0], expected, want)
     if not problems:
-        problems += install_problems(wheels[0], reuse_deps, module_names(expected))
+        problems += install_problems(wheels[0], reuse_deps, module_names(source_modules()))
     return problems
 
 

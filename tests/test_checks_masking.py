@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from checks_learners import REFERENCES, add_fns
 
 from lessons_src import causal_mask, padding_mask
 from lessons_src.checks import CheckResult
@@ -66,14 +67,6 @@ def test_correct_implementations_pass(fns):
     assert isinstance(result, CheckResult)
     assert result, str(result)
     assert str(result).startswith("PASS check_masks: all three functions match")
-
-
-def test_the_check_is_fast():
-    import time
-
-    start = time.perf_counter()
-    check_masks(*CORRECT[0])
-    assert time.perf_counter() - start < 0.5
 
 
 # -- known mistakes, each named ----------------------------------------------------------------------
@@ -308,19 +301,6 @@ def test_not_callable_is_feedback():
     assert "make_padding_mask" in str(result)
 
 
-def test_learner_cannot_corrupt_the_reference():
-    def combine_then_mutate(padding, causal):
-        result = padding[:, None, :] & causal
-        padding.zero_()  # the check hands the learner copies: its reference is untouched
-        causal.zero_()
-        return result
-
-    def padding_then_mutate(lengths, max_len):
-        result = padding_compare(lengths, max_len)
-        lengths.zero_()
-        return result
-
-    assert check_masks(causal_tril, padding_then_mutate, combine_then_mutate)
 
 
 def test_html_display():
@@ -335,3 +315,18 @@ def test_strict_mode_raises_with_the_same_feedback(monkeypatch):
     with pytest.raises(AssertionError, match="not implemented yet"):
         check_masks(stub, stub, stub)
     assert check_masks(causal_tril, padding_compare, combine_index)  # a pass does not raise
+
+
+CHECK = "check_masks"
+
+# == the learner table (checks_learners.py) ==========================================================
+
+REFERENCES[CHECK] = CORRECT[0]
+for _fns in CORRECT[1:]:
+    add_fns(CHECK, _fns)
+for _fn, _named in CAUSAL_MISTAKES:
+    add_fns(CHECK, (_fn, padding_compare, combine_index), _named, f"causal-{_fn.__name__}")
+for _fn, _named in PADDING_MISTAKES:
+    add_fns(CHECK, (causal_tril, _fn, combine_index), _named, f"padding-{_fn.__name__}")
+for _fn, _named in COMBINE_MISTAKES:
+    add_fns(CHECK, (causal_tril, padding_compare, _fn), _named, f"combine-{_fn.__name__}")

@@ -94,7 +94,7 @@ def documented(module: ModuleType):
 
 
 def test_the_titles_are_read():
-    assert len({file for file in TITLES.values()}) == 11
+    assert len({file for file in TITLES.values()}) == len(list((ROOT / "book").glob("[0-9][0-9]_*.ipynb")))
     assert TITLES["Masking"] == "book/03_masking"
     assert "Training attention" in TITLES and "Training attention: learning to reverse a sequence" in TITLES
 

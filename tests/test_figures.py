@@ -28,16 +28,20 @@ from lessons_src import (  # noqa: E402
     sliding_window_mask,
 )
 from lessons_src.figures import (  # noqa: E402
+    alibi,
     attention_from_scratch,
     decoder_and_cross_attention,
     efficient_attention,
     encoder_block,
     grouped_query_and_kv_cache,
+    induction_heads,
+    language_model,
     layer_norm_placement,
     masking,
     multi_head_attention,
     rotary_embeddings,
     scaling,
+    tiled_attention,
     training_attention,
 )
 from lessons_src.widgets import InteractiveFigure  # noqa: E402
@@ -160,6 +164,28 @@ def _rope_explorer():
     return rotary_embeddings.rope_explorer(Q_SMALL, K_SMALL, [16, 20, 24], [0, 2, 8])
 
 
+def _tile_explorer():
+    g = torch.Generator().manual_seed(0)
+    return tiled_attention.tile_explorer(torch.randn(3, 10, generator=g) * 2, torch.randn(10, 3, generator=g), 4)
+
+
+def _bias_explorer():
+    return alibi.bias_explorer(4, (8, 12))
+
+
+def _temperature_explorer():
+    logits = torch.tensor([2.0, 1.0, 0.5, -1.0, 0.0])
+    samples = {(t, k): f"sample at {t} {k}" for t in (0.5, 1.0) for k in (None, 2)}
+    return language_model.temperature_explorer(list("ab cd"), logits, samples, "pr", shown=4)
+
+
+def _induction_explorer():
+    g = torch.Generator().manual_seed(0)
+    weights = {s: _weights(2, 8, 8, seed=s) for s in (0, 10, 20)}
+    scores = {s: torch.rand(2, generator=g).tolist() for s in (0, 10, 20)}
+    return induction_heads.induction_explorer(weights, scores, {0: 3.0, 10: 2.0, 20: 0.5}, 4)
+
+
 BUILDERS = {
     "attention_from_scratch": _steer_query,
     "scaling": _score_explorer,
@@ -172,6 +198,10 @@ BUILDERS = {
     "efficient_attention": _window_explorer,
     "grouped_query_and_kv_cache": _sharing_explorer,
     "rotary_embeddings": _rope_explorer,
+    "tiled_attention": _tile_explorer,
+    "alibi": _bias_explorer,
+    "language_model": _temperature_explorer,
+    "induction_heads": _induction_explorer,
 }
 
 
@@ -369,3 +399,38 @@ def test_rope_helpers():
     torch.testing.assert_close(rotary_embeddings.score_curve(Q_SMALL, K_SMALL, 40, distances), at_16,
                                atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(at_16[0], Q_SMALL @ K_SMALL)
+
+
+def test_tile_explorer_shows_the_online_softmax_state():
+    g = torch.Generator().manual_seed(1)
+    scores, value = torch.randn(2, 10, generator=g) * 2, torch.randn(10, 3, generator=g)
+    figure = tiled_attention.tile_explorer(scores, value, 4)
+    figure.render(blocks=2, query=1)
+    bars = _bars(figure)
+    score_bars, weight_bars, output_bars = bars[:10], bars[10:20], bars[20:23]
+    assert [b.get_height() for b in score_bars] == pytest.approx(scores[1].tolist())
+    seen = torch.softmax(scores[1, :8].double(), dim=-1)  # two blocks of 4 keys seen
+    assert [b.get_height() for b in weight_bars] == pytest.approx(seen.tolist() + [0.0, 0.0])
+    assert [b.get_height() for b in output_bars] == pytest.approx((seen @ value[:8].double()).tolist())
+    weights = tiled_attention.weights_so_far(scores.double(), scores.double().amax(-1),
+                                             torch.exp(scores.double() - scores.double().amax(-1, keepdim=True)).sum(-1), 10)
+    assert torch.allclose(weights, torch.softmax(scores.double(), dim=-1))
+
+
+def test_masked_bias_hides_the_future_and_keeps_the_bias():
+    from lessons_src import alibi_bias
+
+    picture = alibi.masked_bias(4, 1, 6)
+    assert picture.mask.tolist() == torch.ones(6, 6, dtype=torch.bool).triu(1).tolist()
+    assert np.allclose(picture.filled(0), alibi_bias(4, 6)[1].numpy() * np.tril(np.ones((6, 6))))
+
+
+def test_temperature_explorer_draws_next_token_probs():
+    from lessons_src import next_token_probs
+
+    figure = _temperature_explorer()
+    figure.render(temperature=0.5, top_k=2)
+    heights = [bar.get_height() for bar in _bars(figure)]
+    probs = next_token_probs(torch.tensor([2.0, 1.0, 0.5, -1.0, 0.0]), 0.5, 2)
+    assert heights == pytest.approx(probs[[0, 1, 2, 4]].tolist())  # the 4 likeliest at T = 1, in order
+    assert language_model.shown_char(" ") == "sp" and language_model.shown_char("x") == "x"

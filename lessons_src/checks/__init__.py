@@ -6,17 +6,21 @@ raises ``AssertionError``. See ``_result.py``.
 """
 
 from ._result import CheckResult, strict_mode
-from .attention import check_scaled_dot_product_attention
-from .decoder import check_decoder_attention
-from .efficient import check_sliding_window_mask
-from .encoder import check_pre_ln_encoder
-from .gqa import check_attend_with_cache, check_expand_kv
-from .layer_norm import check_warmup_lr
+from .alibi import check_alibi_bias
+from .attention_from_scratch import check_scaled_dot_product_attention
+from .decoder_and_cross_attention import check_decoder_attention
+from .efficient_attention import check_sliding_window_mask
+from .encoder_block import check_pre_ln_encoder
+from .grouped_query_and_kv_cache import check_attend_with_cache, check_expand_kv
+from .induction_heads import check_induction_score
+from .language_model import check_next_token_probs
+from .layer_norm_placement import check_warmup_lr
 from .masking import check_masks
-from .multihead import check_multi_head_attention
-from .rope import check_apply_rope
+from .multi_head_attention import check_multi_head_attention
+from .rotary_embeddings import check_apply_rope
 from .scaling import check_attention_weights
-from .training import check_shift_attention
+from .tiled_attention import check_online_softmax_update
+from .training_attention import check_shift_attention
 
 __all__ = [
     "CheckResult",
@@ -33,4 +37,8 @@ __all__ = [
     "check_warmup_lr",
     "check_decoder_attention",
     "check_shift_attention",
+    "check_online_softmax_update",
+    "check_alibi_bias",
+    "check_next_token_probs",
+    "check_induction_score",
 ]

@@ -13,7 +13,6 @@ from __future__ import annotations
 import html
 import os
 import re
-import traceback
 from dataclasses import dataclass, field
 
 import torch
@@ -97,10 +96,10 @@ def same_up_to_nan(actual: Tensor, candidate: Tensor) -> bool:
 
 
 def learner_error(exc: BaseException) -> str:
-    """The last frame of the learner's traceback, as one line."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = f" (line {frames[-1].lineno}: `{frames[-1].line}`)" if frames and frames[-1].line else ""
-    return f"{type(exc).__name__}: {exc}{where}"
+    """The exception and the learner's own line that raised it (not a frame inside torch), as one line."""
+    from ._framework import learner_line  # the framework builds on this module
+
+    return f"{type(exc).__name__}: {exc}{learner_line(exc)}"
 
 
 NOT_IMPLEMENTED = "replace `raise NotImplementedError` with your implementation."
@@ -183,24 +182,14 @@ def receive(check: str, where: str, value: object) -> tuple[object, CheckResult 
 def call_learner(check: str, where: str, fn: object, *args, **kwargs) -> tuple[object, CheckResult | None]:
     """Call the learner's ``fn(*args, **kwargs)``; return ``(value, None)``, or ``(None, failure)``.
 
-    The failure is a finished :class:`CheckResult` (it raises under strict mode) for: ``fn`` not
-    callable, a stub's ``NotImplementedError``, any other exception, named with the line of the
-    learner's code that raised it, and a value :func:`receive` refuses. Tensor arguments are
-    cloned so the learner cannot change the check's reference inputs.
+    Goes through the framework's ``Session.call`` (``_framework.py``): a time limit, copies of
+    the inputs and a look at whether ``fn`` changed them in place, exceptions named with the
+    learner's own line and a hint, and :func:`receive`. The failure is finished (it raises under
+    strict mode).
     """
-    if not callable(fn):
-        return None, finish(CheckResult(check, False, f"expected a function, got {type(fn).__name__}",
-                                        "pass the function itself, without calling it: `check(my_function)`."))
-    args = tuple(a.clone() if isinstance(a, Tensor) else a for a in args)
-    kwargs = {k: (v.clone() if isinstance(v, Tensor) else v) for k, v in kwargs.items()}
-    try:
-        value = fn(*args, **kwargs)
-    except NotImplementedError:
-        return None, finish(CheckResult(check, False, "not implemented yet", NOT_IMPLEMENTED))
-    except Exception as exc:  # the learner's code may raise anything: it is feedback
-        hint = error_hint(exc, "read the error line above; print the shape of each intermediate tensor.")
-        return None, finish(CheckResult(check, False, f"{where}: your function raised {learner_error(exc)}", hint))
-    value, failure = receive(check, where, value)
+    from ._framework import Session  # the framework builds on this module
+
+    value, failure = Session(check).call(where, fn, list(args), kwargs)
     return value, (None if failure is None else finish(failure))
 
 

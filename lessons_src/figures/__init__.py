@@ -18,6 +18,11 @@ next to it, tested in ``tests/test_figures.py``. A chapter shows the idea and on
 - ``efficient_attention.window_explorer``: memory and time by window and length
 - ``grouped_query_and_kv_cache.sharing_explorer``: KV heads shared by query heads, cache sizes
 - ``rotary_embeddings.rope_explorer``: a rotated query and key, and their score by distance
+- ``tiled_attention.tile_explorer``: the online softmax converging, block of keys after block
+- ``alibi.bias_explorer``: ALiBi's bias of each head, as a matrix and by distance
+- ``language_model.temperature_explorer``: the next character's distribution and a sample, by
+  temperature and top-k
+- ``induction_heads.induction_explorer``: an induction head forming during training
 """
 
 __all__ = [
@@ -32,4 +37,8 @@ __all__ = [
     "efficient_attention",
     "grouped_query_and_kv_cache",
     "rotary_embeddings",
+    "tiled_attention",
+    "alibi",
+    "language_model",
+    "induction_heads",
 ]

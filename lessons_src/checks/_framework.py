@@ -1,0 +1,590 @@
+"""The framework every exercise check is built on: call the learner, judge, name the mistake.
+
+A check is a table of :class:`Case` (the inputs, and a description the feedback quotes), a
+reference with the learner's signature, and a table of :class:`Mistake` (a wrong implementation
+with the same signature, or a predicate on what came back, and its hint). :func:`run_check`
+then does the rest, the same way for every check:
+
+1. **call** the learner through :meth:`Session.call`: a time limit per call and for the whole
+   check, copies of the inputs (and a look afterwards: changing an argument in place is a
+   mistake, named with the argument), exceptions turned into feedback by the table
+   :data:`ERROR_HINTS`, quoting the learner's own line (:func:`learner_line`);
+2. **judge** with :func:`judge`: type (a tensor, a tuple of n tensors, a number) -> device and
+   dtype (``meta``, complex, integer or half precision results are wrong results; a result on a
+   GPU is copied back and judged by value) -> shape -> values -> known mistakes -> the first
+   difference. A known mistake found at any step after the type wins over the generic verdict.
+
+Every failing verdict is a :class:`CheckResult` whose first line names the mistake and the case,
+whose details say what was expected and what came back, and whose hint is one concrete fix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import math
+import os
+import re
+import signal
+import sysconfig
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from ._result import DEVICE_HINT, NOT_IMPLEMENTED, CheckResult, finish, is_device_error, receive
+
+__all__ = ["Case", "Mistake", "Session", "ERROR_HINTS", "LIMITS", "time_limits", "run_check", "judge",
+           "learner_line", "describe_error", "CALLS", "call_limited", "TimeLimit", "passed", "done"]
+
+
+# -- time limits -----------------------------------------------------------------------------------
+
+
+@dataclass
+class TimeLimit:
+    """Seconds a learner's function may take: per call, and for all the calls of one check.
+
+    Generous for a slow Colab CPU and a first CUDA call (the reference takes milliseconds); tests
+    lower them with :func:`time_limits`.
+    """
+
+    per_call: float = 10.0
+    per_check: float = 60.0
+
+
+#: The limits every check uses (change them with :func:`time_limits`).
+LIMITS = TimeLimit()
+
+
+@contextlib.contextmanager
+def time_limits(per_call: float, per_check: float | None = None) -> Iterator[TimeLimit]:
+    """Lower (or raise) the time limits inside a ``with`` block, e.g. in a test of a learner that hangs."""
+    old = (LIMITS.per_call, LIMITS.per_check)
+    LIMITS.per_call = per_call
+    LIMITS.per_check = per_check if per_check is not None else max(per_call * 4, old[1])
+    try:
+        yield LIMITS
+    finally:
+        LIMITS.per_call, LIMITS.per_check = old
+
+
+class _TimeUp(BaseException):
+    """Raised inside the learner's code by the alarm (a BaseException: ``except Exception`` cannot swallow it)."""
+
+
+@dataclass
+class _Counter:
+    """How many times checks have called a learner (the benchmark reads it)."""
+
+    calls: int = 0
+
+
+#: Every learner call any check makes increments ``CALLS.calls``.
+CALLS = _Counter()
+
+
+def call_limited(fn: Callable[..., object], args: Sequence[object], kwargs: dict[str, object],
+                 limit: float) -> tuple[str, object, float]:
+    """Run ``fn(*args, **kwargs)`` for at most ``limit`` seconds, without ever killing the kernel.
+
+    Returns ``("ok", value, seconds)``, ``("raised", exception, seconds)`` or ``("timeout", None, limit)``.
+
+    Why two ways: in the main thread (a notebook cell, pytest) a ``SIGALRM`` timer
+    (``signal.setitimer``) raises :class:`_TimeUp` inside the learner's code, so a ``while True``
+    loop really stops and leaves no work running behind the learner's back; the previous handler
+    and timer are restored afterwards. A signal cannot interrupt a single long C call (one huge
+    matmul): the limit then acts when it returns. Signals can only be set from the main thread and
+    do not exist on Windows; there the call runs in a daemon thread and the check stops waiting
+    after ``limit`` (the thread may go on computing in the background, but the kernel stays usable
+    and exits normally). PyTorch's grad mode is per thread, so the thread inherits the caller's.
+    """
+    CALLS.calls += 1
+    start = time.perf_counter()
+    if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
+        def alarm(signum, frame):
+            raise _TimeUp
+
+        old_handler = signal.signal(signal.SIGALRM, alarm)
+        old_timer = signal.setitimer(signal.ITIMER_REAL, max(limit, 1e-3))
+        done, outcome = False, None
+        try:
+            try:
+                value = fn(*args, **kwargs)
+                done, outcome = True, ("ok", value)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+        except _TimeUp:
+            if not done:
+                return "timeout", None, limit
+        except Exception as exc:  # the learner's code may raise anything: it is feedback
+            outcome = ("raised", exc)
+        finally:
+            signal.signal(signal.SIGALRM, old_handler)
+            if old_timer[0] > 0:  # someone else's timer: give it back what is left
+                signal.setitimer(signal.ITIMER_REAL, max(old_timer[0] - (time.perf_counter() - start), 1e-3),
+                                 old_timer[1])
+        return outcome[0], outcome[1], time.perf_counter() - start
+
+    box: dict[str, object] = {}
+    grad = torch.is_grad_enabled()
+
+    def target() -> None:
+        try:
+            with torch.set_grad_enabled(grad):
+                box["ok"] = fn(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001  (reported to the waiting check)
+            box["raised"] = exc
+
+    thread = threading.Thread(target=target, daemon=True, name="learner-call")
+    thread.start()
+    thread.join(limit)
+    if thread.is_alive():
+        return "timeout", None, limit
+    kind = "ok" if "ok" in box else "raised"
+    return kind, box.get(kind), time.perf_counter() - start
+
+
+# -- exceptions -> feedback ------------------------------------------------------------------------
+
+_LIBRARY_DIRS = tuple(
+    os.path.realpath(d) + os.sep
+    for d in {
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),  # lessons_src
+        os.path.dirname(os.path.abspath(torch.__file__)),
+        sysconfig.get_paths().get("stdlib", ""),
+        sysconfig.get_paths().get("purelib", ""),
+        sysconfig.get_paths().get("platlib", ""),
+    }
+    if d
+)
+
+
+def _is_library(filename: str) -> bool:
+    if filename.startswith("<frozen") or "site-packages" in filename or "dist-packages" in filename:
+        return True
+    return os.path.realpath(filename).startswith(_LIBRARY_DIRS)
+
+
+def learner_line(exc: BaseException) -> str:
+    """Where the learner's code raised: `` (line 7: `scores = q @ k.T`)`` or ``""``.
+
+    Walks the traceback from the innermost frame out and quotes the first frame that is not
+    library code (lessons_src, torch, the standard library, site-packages): the learner's
+    notebook cell (``/tmp/ipykernel_*/…py``) or file. The innermost frame is often inside torch.
+    """
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.name != "call_limited" and f.name != "target"]
+    for frame in reversed(frames):
+        if not _is_library(frame.filename):
+            return f" (line {frame.lineno}: `{frame.line}`)" if frame.line else f" (line {frame.lineno})"
+    return ""
+
+
+#: From a learner's exception (matched against ``"TypeName: message"``) to the hint, and
+#: optionally the mistake's name (the feedback's first line then starts with it); the first match
+#: wins, after the check's own table. ``\\g<name>`` inserts a group of the match.
+ERROR_HINTS: list[tuple[str, ...]] = [
+    (r"^NotImplementedError", NOT_IMPLEMENTED),
+    (r"unexpected keyword argument '(?P<kw>\w+)'",
+     "give your function a `\\g<kw>=` parameter, with the default the exercise names: the check calls it by that name.",
+     "your function has no `\\g<kw>` parameter"),
+    (r"positional-only arguments passed as keyword arguments: '(?P<kw>\w+)'",
+     "make `\\g<kw>` an ordinary parameter (no `/` before it): the check passes it by name, `\\g<kw>=...`."),
+    (r"takes (?P<n>\d+) positional arguments? but (?P<m>\d+) (were|was) given|missing \d+ required positional",
+     "give your function exactly the parameters of the exercise's stub, in the same order."),
+    (r"mat1 and mat2 shapes cannot be multiplied|size of tensor a \(\d+\) must match|shapes cannot be multiplied"
+     r"|must match the size of tensor b",
+     "two tensors with incompatible shapes meet in one step: print the shape of each intermediate tensor; "
+     "transpose only the last two dims (`.transpose(-2, -1)`, not `.T`)."),
+    (r"expected scalar type|dtype|Float but found|Long but found|Bool but found",
+     "two tensors of different dtypes meet in one step: make new tensors with `dtype=x.dtype` (and masks with "
+     "`dtype=torch.bool`)."),
+    (r"'NoneType' object|NoneType",
+     "a value is None where a tensor was expected: a helper without `return`, or a default argument (None) "
+     "used before it is replaced."),
+    (r"out of (range|bounds)|index \d+ is out",
+     "an index goes past the end of a dim: print the sizes and the indices you use."),
+    (r"^RecursionError", "your function calls itself without end: call the library function, not your own name."),
+    (r"^ZeroDivisionError", "a division by zero: check the value you divide by."),
+    (r"out of memory|^MemoryError", "your function asks for too much memory: look for a tensor far larger than the inputs."),
+    (r"view size is not compatible|is not contiguous",
+     "`.view` needs a contiguous tensor: use `.reshape`, or `.contiguous().view(...)` after a transpose.",
+     "`.view` on a tensor that is not contiguous (it came from a transpose)"),
+    (r"unsupported operand type\(s\) for [^:]*: 'Tensor' and 'tuple'|'tuple' object has no attribute",
+     "a module like `MultiHeadAttention` returns a tuple `(output, weights)`: take the output with `[0]` "
+     "(or `output, _ = attention(...)`).", "a tuple (output, weights) is used as a tensor"),
+]
+
+_GENERIC_ERROR_HINT = "read the error line quoted above; print the shape of each intermediate tensor."
+
+
+def describe_error(exc: BaseException, hints: Sequence[tuple[str, ...]] = ()) -> tuple[str, str]:
+    """``(what happened, hint)`` for an exception the learner's code raised; ``hints`` come first."""
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, NotImplementedError):
+        return "not implemented yet", NOT_IMPLEMENTED
+    if is_device_error(str(exc)):
+        return f"your function raised {text}{learner_line(exc)}", DEVICE_HINT
+    for pattern, hint, *name in (*hints, *ERROR_HINTS):
+        match = re.search(pattern, text)
+        if match:
+            named = f"{match.expand(name[0])}: " if name else ""
+            return f"{named}your function raised {text}{learner_line(exc)}", match.expand(hint)
+    return f"your function raised {text}{learner_line(exc)}", _GENERIC_ERROR_HINT
+
+
+# -- one run of a check ----------------------------------------------------------------------------
+
+
+def _copy(value: object) -> object:
+    return value.clone() if isinstance(value, Tensor) else value
+
+
+def _unchanged(before: Tensor, after: Tensor) -> bool:
+    if before.shape != after.shape or before.dtype != after.dtype:
+        return False
+    if before.is_floating_point():
+        return bool(((before == after) | (before.isnan() & after.isnan())).all())
+    return torch.equal(before, after)
+
+
+def _parameter_names(fn: Callable[..., object], n: int) -> list[str]:
+    """The names of ``fn``'s first ``n`` positional parameters (``argument i`` where unknown)."""
+    try:
+        names = [p.name for p in inspect.signature(fn).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        names = []
+    names = names[:n]
+    return names + [f"argument {i + 1}" for i in range(len(names), n)]
+
+
+class Session:
+    """One run of a check: its name, its time budget, and the learner calls it made."""
+
+    def __init__(self, name: str, hints: Sequence[tuple[str, ...]] = ()) -> None:
+        self.name = name
+        self.hints = list(hints)
+        self.calls = 0
+        self.started = time.perf_counter()
+
+    def fail(self, summary: str, hint: str, details: Sequence[str] = ()) -> CheckResult:
+        """A failing result (not finished yet)."""
+        return CheckResult(self.name, False, summary, hint, list(details))
+
+    def call(self, where: str, fn: Callable[..., object], args: dict[str, object] | Sequence[object],
+             kwargs: dict[str, object] | None = None) -> tuple[object, CheckResult | None]:
+        """Call ``fn`` with ``args`` (by position, named for feedback) and ``kwargs`` (by name).
+
+        ``args`` may be a plain sequence: its names are then read from ``fn``'s signature.
+
+        Returns ``(value, None)``, or ``(None, failure)`` (not finished) for: ``fn`` not callable,
+        an exception (named with the learner's line and a hint from :data:`ERROR_HINTS`), the
+        time limit, an argument changed in place (the learner gets copies; named), and a value
+        :func:`receive` refuses (``meta``, complex, not copyable to the CPU).
+        """
+        kwargs = kwargs or {}
+        if not callable(fn):
+            return None, self.fail(f"expected a function, got {type(fn).__name__}",
+                                   "pass the function itself, without calling it: `check(my_function)`, "
+                                   "not `check(my_function(...))`.")
+        if not isinstance(args, dict):
+            args = dict(zip(_parameter_names(fn, len(args)), args, strict=True))
+        left = LIMITS.per_check - (time.perf_counter() - self.started)
+        if left <= 0:
+            return None, self.fail(f"the check's time limit of {LIMITS.per_check:g} s ran out after {self.calls} "
+                                   f"calls of your function ({where})",
+                                   "your function is far slower than it should be: look for a Python loop over "
+                                   "every element, or a computation repeated inside a loop.")
+        limit = min(LIMITS.per_call, left)
+        given = {name: _copy(v) for name, v in args.items()}
+        given_kw = {name: _copy(v) for name, v in kwargs.items()}
+        self.calls += 1
+        kind, value, seconds = call_limited(fn, list(given.values()), given_kw, limit)
+        if kind == "timeout":
+            which = "per call" if limit == LIMITS.per_call else "for the whole check"
+            return None, self.fail(f"your function did not return within {limit:g} s, the time limit {which} "
+                                   f"({where})",
+                                   "look for a loop that never ends (a `while` whose condition never changes) or "
+                                   "a loop over far more items than the inputs have; interrupt the kernel if it "
+                                   "is still busy.")
+        if kind == "raised":
+            what, hint = describe_error(value, self.hints)
+            return None, self.fail(what if what == "not implemented yet" else f"{what} ({where})", hint)
+        for name in [*args, *kwargs]:
+            before = args[name] if name in args else kwargs[name]
+            after = given[name] if name in given else given_kw[name]
+            if isinstance(before, Tensor) and not _unchanged(before, after):
+                return None, self.fail(f"your function changed its argument `{name}` in place ({where})",
+                                       f"do not modify `{name}`: in-place operations (`{name}.div_(...)`, "
+                                       f"`{name} /= ...`, `{name}[...] = ...`) change the caller's tensor. Write "
+                                       f"`{name} = {name} / ...` (a new tensor) or work on `{name}.clone()`.")
+        value, failure = receive(self.name, where, value)
+        if failure is not None:  # receive says "where: what"; the first line names the mistake first
+            failure.summary = f"{failure.summary.removeprefix(where + ': ')} ({where})"
+        return value, failure
+
+
+# -- judging ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """One call of the learner's function: ``fn(*args.values(), **kwargs)``.
+
+    ``args`` and ``kwargs`` map parameter names to values (the names appear in feedback);
+    ``info`` holds anything the mistakes need (e.g. ``{"d_k": 24}``).
+    """
+
+    description: str
+    args: dict[str, object]
+    kwargs: dict[str, object] = field(default_factory=dict)
+    info: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A known wrong answer: what it looks like, how to detect it, and the fix.
+
+    ``name``: the first line of the feedback, e.g. ``"the scores are divided by d_k instead of
+    sqrt(d_k)"``. Detect it with ``mistaken`` (a function with the learner's signature producing
+    the mistaken output: the learner's result matches it) or ``looks_like(case, got)`` (a
+    predicate on what the learner returned, already on the CPU). ``when(case)`` limits the cases
+    it applies to. ``name`` and ``hint`` may use ``{info_key}`` fields of the case.
+    """
+
+    name: str
+    hint: str
+    mistaken: Callable[..., object] | None = None
+    looks_like: Callable[[Case, object], bool] | None = None
+    when: Callable[[Case], bool] | None = None
+
+    def matches(self, case: Case, got: object, tol: float) -> dict[str, object] | None:
+        """The fields to fill in ``name`` and ``hint`` when ``got`` is this mistake on ``case``, else None.
+
+        A ``looks_like`` predicate may return a dict (truthy) of fields of its own, e.g. the axis it found.
+        """
+        if self.when is not None and not self.when(case):
+            return None
+        try:
+            if self.looks_like is not None:
+                found = self.looks_like(case, got)
+                if found:
+                    return {**case.info, **(found if isinstance(found, dict) else {})}
+            if self.mistaken is not None:
+                wrong = self.mistaken(*[_copy(v) for v in case.args.values()],
+                                      **{k: _copy(v) for k, v in case.kwargs.items()})
+                return dict(case.info) if _same(got, wrong, tol) else None
+        except Exception:  # a mistake that does not apply to this case (shapes, None mask...)
+            return None
+        return None
+
+    def text(self, fields: dict[str, object]) -> tuple[str, str]:
+        return self.name.format(**fields), self.hint.format(**fields)
+
+
+def _same(got: object, wrong: object, tol: float) -> bool:
+    """``got`` equals ``wrong`` item by item, NaN matching NaN or 0 (how an empty row was handled)."""
+    if isinstance(wrong, (tuple, list)):
+        return (isinstance(got, (tuple, list)) and len(got) == len(wrong)
+                and all(_same(g, w, tol) for g, w in zip(got, wrong, strict=True)))
+    if isinstance(wrong, Tensor):
+        if not isinstance(got, Tensor) or got.shape != wrong.shape or got.dtype.is_complex:
+            return False
+        if wrong.dtype == torch.bool or got.dtype == torch.bool:
+            return got.dtype == wrong.dtype and torch.equal(got, wrong.to(got.device))
+        g, w = got.detach().double(), wrong.detach().double().to(got.device)
+        return bool(torch.allclose(g, w, rtol=tol, atol=tol, equal_nan=True)
+                    or torch.allclose(g.nan_to_num(0.0), w.nan_to_num(0.0), rtol=tol, atol=tol))
+    if isinstance(wrong, (int, float)):
+        return _number(got) is not None and math.isclose(_number(got), float(wrong), rel_tol=tol, abs_tol=tol)
+    return got == wrong
+
+
+def _number(value: object) -> float | None:
+    """A real number from an int, float or one-element real tensor; None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        try:
+            return float(value)
+        except OverflowError:
+            return math.inf
+    if isinstance(value, Tensor) and value.numel() == 1 and not value.dtype.is_complex and value.dtype != torch.bool:
+        return float(value.detach().cpu().reshape(()).double())
+    return None
+
+
+def _kind(dtype: torch.dtype) -> str:
+    if dtype == torch.bool:
+        return "bool"
+    if dtype.is_complex:
+        return "complex"
+    if dtype.is_floating_point:
+        return "float"
+    return "integer"
+
+
+def _wanted_dtype(expected: Tensor) -> str:
+    kind = _kind(expected.dtype)
+    return {"bool": "a bool tensor (torch.bool)", "float": "a float tensor (float32, or float64)",
+            "integer": f"an integer tensor ({expected.dtype})"}.get(kind, str(expected.dtype))
+
+
+def _first_difference(name: str, got: Tensor, expected: Tensor, tol: float) -> list[str]:
+    g, e = got.detach().double(), expected.detach().double()
+    bad = ~torch.isclose(g, e, rtol=tol, atol=tol, equal_nan=True)
+    if expected.dtype == torch.bool:
+        bad = got != expected
+    index = tuple(int(i) for i in bad.nonzero()[0]) if bad.any() else ()
+    where = f"{name}[{', '.join(map(str, index))}]" if index else name
+    fmt = (lambda t: str(bool(t))) if expected.dtype == torch.bool else (lambda t: f"{float(t):.4g}")
+    lines = [f"first difference at {where}: expected {fmt(e[index])}, got {fmt(g[index])}",
+             f"{int(bad.sum())} of {bad.numel()} entries differ"]
+    if expected.dtype != torch.bool:
+        lines.append(f"largest difference: {float((g - e).abs().nan_to_num(math.inf).max()):.3g}")
+    return lines
+
+
+def _verdict_one(name: str, got: object, expected: object, tol: float) -> tuple[str, str, list[str]] | None:
+    """None when ``got`` is right; otherwise (what is wrong, hint, details) for one returned item."""
+    if isinstance(expected, (int, float)) and not isinstance(expected, bool):
+        number = _number(got)
+        if number is None:
+            return (f"{name} is a {type(got).__name__}, expected a number",
+                    f"return a Python float (or a one-element tensor) for {name}.", [])
+        if not math.isclose(number, float(expected), rel_tol=tol, abs_tol=tol):
+            return (f"{name} is {number:.6g}, expected {float(expected):.6g}",
+                    "compare your formula with the exercise's, term by term.", [])
+        return None
+    if not isinstance(got, Tensor):
+        if got is None:
+            return (f"{name} is None, expected a tensor", "end your function with `return ...`; a function "
+                    "without `return` gives None.", [])
+        return (f"{name} is a {type(got).__name__}, expected a tensor", f"return {name} as a torch.Tensor.", [])
+    if _kind(got.dtype) != _kind(expected.dtype):
+        return (f"{name} has dtype {got.dtype}, expected {_wanted_dtype(expected)}",
+                {"bool": f"build {name} from comparisons (`<`, `>=`, `&`, `~`) or with `dtype=torch.bool`; 0/1 "
+                         "numbers and floats are not masks.",
+                 "float": "compute in floating point: a complex number (`torch.fft`, `torch.polar`, `** 0.5` of a "
+                          "negative) or an integer tensor (`torch.arange` without `dtype`, `//`) is not a real "
+                          "result. Take `.real` / use `dtype=torch.float32`.",
+                 "integer": f"return integer indices: `.long()`, or `dtype={expected.dtype}`."}.get(
+                    _kind(expected.dtype), f"return dtype {expected.dtype}."), [])
+    if _kind(expected.dtype) == "float" and got.dtype in (torch.float16, torch.bfloat16):
+        return (f"{name} has dtype {got.dtype}, too imprecise to compare, expected float32",
+                "compute in the dtype of the inputs (float32): do not call `.half()`.", [])
+    if got.shape != expected.shape:
+        return (f"{name} has shape {tuple(got.shape)}, expected {tuple(expected.shape)}",
+                "print the shape after each step and compare with the exercise's docstring.", [])
+    if expected.dtype == torch.bool:
+        if torch.equal(got, expected):
+            return None
+        return (f"{name} differs from the reference", "compare your comparisons with the exercise's definition.",
+                _first_difference(name, got, expected, tol))
+    g = got.detach().double()
+    e = expected.detach().double()
+    if torch.allclose(g, e, rtol=tol, atol=tol, equal_nan=True):
+        return None
+    if not torch.isfinite(g).all() and torch.isfinite(e).all():
+        return (f"{name} contains NaN or inf", "look for a division by zero, a softmax over a row of only -inf, or a "
+                "hand-written exp() that overflows (`torch.softmax` is safe).", _first_difference(name, got, expected, tol))
+    return (f"{name} differs from the reference", "compare each step with the chapter's formula.",
+            _first_difference(name, got, expected, tol))
+
+
+def judge(session: Session, where: str, case: Case, got: object, expected: object,
+          outputs: Sequence[str], mistakes: Sequence[Mistake] = (), tol: float = 1e-5) -> CheckResult | None:
+    """None when ``got`` is right; otherwise the failure (not finished), naming the mistake first.
+
+    ``expected`` is the reference's result: one tensor or number (``outputs`` has one name) or a
+    tuple (one name per item). Order: type -> device/dtype -> shape -> values -> known mistakes
+    -> the first difference; a known mistake matched after the type step replaces the generic verdict.
+    """
+    many = len(outputs) > 1
+    if got is None:
+        return session.fail(f"your function returned None ({where})",
+                            f"end your function with `return {', '.join(outputs)}`.")
+    if many:
+        if not isinstance(got, (tuple, list)):
+            return session.fail(f"returned one {_describe(got)}, expected a tuple ({', '.join(outputs)}) ({where})",
+                                f"return all {len(outputs)} results: `return {', '.join(outputs)}`.")
+        if len(got) != len(outputs):
+            return session.fail(f"returned a {type(got).__name__} of {len(got)} items, expected {len(outputs)} "
+                                f"({', '.join(outputs)}) ({where})", f"end with `return {', '.join(outputs)}`.")
+        items, wanted = list(got), list(expected)
+    else:
+        if isinstance(got, (tuple, list)):
+            return session.fail(f"returned a {type(got).__name__} of {len(got)} items, expected one "
+                                f"{'number' if isinstance(expected, (int, float)) else 'tensor'} ({outputs[0]}) "
+                                f"({where})",
+                                f"return only {outputs[0]}: `return {outputs[0]}`.")
+        items, wanted = [got], [expected]
+    problems = [(n, _verdict_one(n, g, e, tol)) for n, g, e in zip(outputs, items, wanted, strict=True)]
+    problems = [(n, p) for n, p in problems if p is not None]
+    if not problems:
+        return None
+    for mistake in mistakes:
+        fields = mistake.matches(case, got, tol=max(tol, 1e-4))
+        if fields is not None:
+            name, hint = mistake.text(fields)
+            return session.fail(f"{name} ({where})", hint, [*problems[0][1][2][:1], *_expected_got(outputs, items, wanted)])
+    what, hint, details = problems[0][1]
+    if len(problems) > 1 and all(p[2] and p[0].endswith("differs from the reference") for _, p in problems):
+        what = f"{' and '.join(n for n, _ in problems)} differ from the reference"
+        details = [line for _, p in problems for line in p[2][:1]]
+    return session.fail(f"{what} ({where})", hint, [*details, *_expected_got(outputs, items, wanted)])
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, Tensor):
+        return f"tensor {str(value.dtype).removeprefix('torch.')} {tuple(value.shape)}"
+    if isinstance(value, (int, float)):
+        return f"{value:.6g}" if isinstance(value, float) else str(value)
+    return type(value).__name__
+
+
+def _expected_got(outputs: Sequence[str], items: Sequence[object], wanted: Sequence[object]) -> list[str]:
+    return [f"expected {', '.join(f'{n} {_describe(w)}' for n, w in zip(outputs, wanted, strict=True))}; "
+            f"got {', '.join(f'{n} {_describe(g)}' for n, g in zip(outputs, items, strict=True))}"]
+
+
+def run_check(session: Session, fn: Callable[..., object], cases: Sequence[Case], reference: Callable[..., object],
+              outputs: Sequence[str], mistakes: Sequence[Mistake] = (), tol: float = 1e-5,
+              before: Sequence[Mistake] = ()) -> CheckResult | None:
+    """Run ``fn`` on every case and judge it against ``reference``: None when all pass, else the failure.
+
+    ``before``: mistakes recognised by a predicate on the function itself or its signature
+    (``looks_like(case, fn)``), tried once before the first call (e.g. a missing keyword).
+    The failure is not finished, so a check made of several functions can go on to the next.
+    """
+    for mistake in before:
+        if cases and mistake.looks_like is not None and mistake.looks_like(cases[0], fn):
+            name, hint = mistake.text(dict(cases[0].info))
+            return session.fail(name, hint)
+    for number, case in enumerate(cases, start=1):
+        where = f"case {number}/{len(cases)}: {case.description}"
+        got, failure = session.call(where, fn, case.args, case.kwargs)
+        if failure is not None:
+            return failure
+        expected = reference(*[_copy(v) for v in case.args.values()], **{k: _copy(v) for k, v in case.kwargs.items()})
+        failure = judge(session, where, case, got, expected, outputs, mistakes, tol)
+        if failure is not None:
+            if number > 1:
+                failure.details.append("case 1 passed" if number == 2 else f"cases 1-{number - 1} passed")
+            return failure
+    return None
+
+
+def passed(session: Session, summary: str) -> CheckResult:
+    """The passing result."""
+    return CheckResult(session.name, True, summary)
+
+
+def done(result: CheckResult) -> CheckResult:
+    """Finish ``result`` (raises under ``LESSONS_SRC_STRICT=1`` if it failed)."""
+    return finish(result)

@@ -1,0 +1,135 @@
+"""Check for exercise 13 (chapter "ALiBi and length extrapolation"): ALiBi's biases.
+
+The learner writes ``alibi_bias(num_heads, len_q, len_k) -> (num_heads, len_q, len_k)``. The cases
+vary the number of heads (powers of 2 and not), and the lengths, including a decoding step
+(``len_q = 1``) where the queries are the last positions of the keys. Only the entries a causal
+mask keeps are compared (key at or before its query): what a learner puts above the diagonal is
+hidden in use. The mistakes are the table :data:`MISTAKES`, built on the framework (``_framework.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from ..alibi import alibi_bias
+from ..masks import causal_mask
+from ._framework import Case, Mistake, Session, done, passed, run_check
+from ._result import CheckResult
+
+__all__ = ["check_alibi_bias"]
+
+NAME = "check_alibi_bias"
+
+
+def _case(num_heads: int, len_q: int, len_k: int, what: str) -> Case:
+    return Case(f"num_heads={num_heads}, len_q={len_q}, len_k={len_k}: {what}",
+                {"num_heads": num_heads, "len_q": len_q, "len_k": len_k},
+                info={"num_heads": num_heads, "first": f"1/{2 ** (8 / num_heads):.4g}"})
+
+
+CASES = [
+    _case(8, 5, 5, "8 heads, slopes 1/2 ... 1/256"),
+    _case(4, 6, 6, "4 heads, slopes 1/4, 1/16, 1/64, 1/256"),
+    _case(16, 3, 3, "16 heads, slopes from 1/sqrt(2)"),
+    _case(4, 1, 7, "a decoding step: one query, the last of 7 positions"),
+    _case(2, 3, 8, "3 queries, the last 3 of 8 positions"),
+    _case(6, 4, 4, "6 heads, not a power of 2"),
+    _case(12, 2, 5, "12 heads, not a power of 2, the last 2 of 5 positions"),
+]
+
+
+def _visible(result: object, len_q: int, len_k: int) -> object:
+    """The result with the entries a causal mask hides set to 0, when it has the expected shape."""
+    if (isinstance(result, Tensor) and not result.is_meta and result.dim() == 3
+            and result.shape[-2:] == (len_q, len_k)):  # a meta result has no values: the judge names it
+        keep = causal_mask(len_q, len_k, device=result.device)
+        return result.masked_fill(~keep, 0) if result.dtype != torch.bool else result
+    return result
+
+
+def _reference(num_heads: int, len_q: int, len_k: int) -> Tensor:
+    return _visible(alibi_bias(num_heads, len_q, len_k), len_q, len_k)
+
+
+# -- known mistakes: wrong biases with the learner's signature ---------------------------------------
+
+
+def _powers(n: int) -> list[float]:
+    return [2.0 ** (-8.0 * (h + 1) / n) for h in range(n)]
+
+
+def _paper(n: int) -> list[float]:
+    if n & (n - 1) == 0:
+        return _powers(n)
+    below = 2 ** math.floor(math.log2(n))
+    return _powers(below) + _powers(2 * below)[0::2][: n - below]
+
+
+def _bias(slopes: Callable[[int], list[float]] = _paper, sign: float = -1.0, top_left: bool = False
+          ) -> Callable[[int, int, int], Tensor]:
+    def bias(num_heads: int, len_q: int, len_k: int) -> Tensor:
+        start = 0 if top_left else len_k - len_q
+        distance = (torch.arange(start, start + len_q)[:, None] - torch.arange(len_k)[None, :]).float()
+        m = torch.tensor(slopes(num_heads), dtype=torch.float32)
+        return _visible(sign * m[:, None, None] * distance, len_q, len_k)
+
+    return bias
+
+
+def _not_power_of_2(case: Case) -> bool:
+    n = case.args["num_heads"]
+    return n & (n - 1) != 0
+
+
+MISTAKES = [
+    Mistake("the sign is reversed: the bias rewards distant keys instead of penalising them",
+            "the bias is -m_h * (i - j): zero for the query's own position, more negative further back.",
+            _bias(sign=1.0)),
+    Mistake("the queries are placed at the first positions, not the last (len_q < len_k)",
+            "with a KV cache the new queries are the *last* len_q of the len_k positions: query i sits at position "
+            "len_k - len_q + i, so its distance to key j is len_k - len_q + i - j (as `causal_mask(len_q, len_k)`).",
+            _bias(top_left=True)),
+    Mistake("the slopes are in reverse order (the last head's slope first)",
+            "head 0 gets the steepest slope, 2^(-8/H) = {first} here, and each next head's slope is that much "
+            "smaller.", _bias(slopes=lambda n: _paper(n)[::-1])),
+    Mistake("the slopes are 1/2, 1/4, ... whatever the number of heads: they must depend on H",
+            "the paper's slopes for H heads (H a power of 2) are 2^(-8h/H), h = 1..H: for H={num_heads} the first "
+            "is {first}, and the last is always 2^-8.", _bias(slopes=lambda n: [2.0 ** -(h + 1) for h in range(n)])),
+    Mistake("for H not a power of 2, the slopes are 2^(-8h/H) instead of the paper's rule",
+            "for H={num_heads}: take the slopes of the largest power of 2 below H, then every other slope of twice "
+            "that power (the 1st, 3rd, ...) until there are H.", _bias(slopes=_powers), when=_not_power_of_2),
+    Mistake("for H not a power of 2, the right slopes come out in another order (sorted)",
+            "keep the paper's order: first all the slopes of the power of 2 below H, then the extra ones from "
+            "twice that power; pretrained ALiBi models were trained with that order.",
+            _bias(slopes=lambda n: sorted(_paper(n), reverse=True)), when=_not_power_of_2),
+]
+
+HINTS = [(r"arange|expected.*Long|Float but found",
+          "build the distances as floats: `(query_pos[:, None] - key_pos[None, :]).float()`.")]
+
+
+def check_alibi_bias(fn: Callable[..., object]) -> CheckResult:
+    """Check a learner's ``fn(num_heads, len_q, len_k) -> bias (num_heads, len_q, len_k)`` (exercise 13).
+
+    ``bias[h, i, j] = -m_h * (len_k - len_q + i - j)`` with the paper's slopes ``m_h``; entries for
+    keys after their query are not compared. Seven cases; the first failing one is reported,
+    naming the mistake. Never raises because of the learner's code (under
+    ``LESSONS_SRC_STRICT=1`` a failure raises AssertionError).
+    """
+    session = Session(NAME, HINTS)
+
+    def visible(num_heads: int, len_q: int, len_k: int) -> object:
+        return _visible(fn(num_heads, len_q, len_k), len_q, len_k)
+
+    learner = visible if callable(fn) else fn
+    if callable(fn):
+        visible.__wrapped__ = fn  # the learner's own signature, for feedback
+    failure = run_check(session, learner, CASES, _reference, ("bias",), MISTAKES)
+    if failure is not None:
+        return done(failure)
+    return done(passed(session, f"all {len(CASES)} cases match the paper's biases (8, 4, 16, 2, 6 and 12 heads; "
+                                "a decoding step and queries at the end of longer keys)"))

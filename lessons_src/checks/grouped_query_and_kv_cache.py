@@ -1,0 +1,362 @@
+"""Checks for exercise 10 (chapter "Grouped-query attention and the KV cache").
+
+``check_expand_kv``: expanding ``(B, H_kv, L, d)`` keys or values to ``(B, H, L, d)``.
+``check_attend_with_cache``: one decoding step of grouped-query attention with a KV cache.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ..attention import scaled_dot_product_attention
+from ..masks import causal_mask
+from ._framework import Session
+from ._result import (
+    CheckResult,
+    close,
+    finish,
+    not_one_tensor,
+    shape_of,
+)
+
+__all__ = ["check_expand_kv", "check_attend_with_cache"]
+
+_CONVENTION = "query head h uses KV head h // (H / H_kv): consecutive query heads share a KV head"
+_REPEAT_INTERLEAVE = "`kv.repeat_interleave(num_heads // kv.size(1), dim=1)`"
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _expand(kv: Tensor, num_heads: int) -> Tensor:
+    """The reference: (B, H_kv, L, d) -> (B, H, L, d), query head h gets KV head h // group."""
+    return kv.repeat_interleave(num_heads // kv.size(1), dim=1)
+
+
+def _heads_used(result: Tensor, kv: Tensor) -> list[int | None]:
+    """For each head of ``result`` (B, H, L, d), the head of ``kv`` it copies (None: no match)."""
+    used: list[int | None] = []
+    for h in range(result.size(1)):
+        match = [g for g in range(kv.size(1)) if torch.allclose(result[:, h].double(), kv[:, g].double())]
+        used.append(match[0] if match else None)
+    return used
+
+
+def _call(check: str, where: str, fn: Callable[..., object], *args: object,
+          cache: bool = False) -> tuple[object, CheckResult | None]:
+    """Call the learner; (value, None), or (None, a finished failure). Tensor arguments are cloned.
+
+    ``cache=True``: a ``torch.cat`` that fails on sizes is read as a cache appended on the wrong axis.
+    """
+    hints = [(r"view size is not compatible",
+              "the tensor is not contiguous (it came from a transpose), so `.view` cannot reshape it: "
+              "use `.reshape`, or `repeat_interleave`, which needs no reshape.",
+              "`.view` on a tensor that is not contiguous (it came from a transpose)")]
+    if cache:
+        hints.append((r"Sizes of tensors must match except in dimension (?P<axis>[013]|-[134])\b",
+                      "the cache was appended along dim \\g<axis>, not along the sequence (dim 2): the cache is "
+                      "(B, H_kv, T, d) and grows in T, one position per step: "
+                      "`torch.cat([key_cache, key_new], dim=2)`."))
+    value, failure = Session(check, hints).call(where, fn, list(args))
+    if failure is not None and cache and "Sizes of tensors must match except in dimension" in failure.summary \
+            and "appended along dim" in failure.hint:
+        axis = failure.hint.split("appended along dim ")[1].split(",")[0]
+        failure.summary = f"{where}: the cache was appended along dim {axis}, not along the sequence (dim 2): " \
+                          + failure.summary.split(": ", 1)[1].replace("your function raised", "torch.cat raised")
+    return value, (None if failure is None else finish(failure))
+
+
+# -- expand_kv ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _ExpandCase:
+    description: str
+    kv: Tensor
+    num_heads: int
+
+
+def _expand_cases() -> list[_ExpandCase]:
+    g = _generator(0)
+
+    def rand(*shape: int) -> Tensor:
+        return torch.randn(*shape, generator=g)
+
+    # Shapes chosen so that expanding the wrong dimension never gives the right shape by accident.
+    # The last case is a transposed view, as in a model: (B, L, H_kv, d) -> (B, H_kv, L, d).
+    return [
+        _ExpandCase("B=2, H_kv=2 -> H=8 heads, L=3, d=5 (groups of 4)", rand(2, 2, 3, 5), 8),
+        _ExpandCase("B=1, H_kv=1 -> H=4 (multi-query), L=6, d=3", rand(1, 1, 6, 3), 4),
+        _ExpandCase("B=2, H_kv=4 -> H=4 (multi-head: nothing to expand), L=3, d=2", rand(2, 4, 3, 2), 4),
+        _ExpandCase("B=3, H_kv=3 -> H=6 (groups of 2), L=2, d=7", rand(3, 3, 2, 7), 6),
+        _ExpandCase("B=2, H_kv=2 -> H=6, L=5, d=3, a non-contiguous view from .transpose(1, 2)",
+                    rand(2, 5, 2, 3).transpose(1, 2), 6),
+    ]
+
+
+def _expand_wrong_shapes(kv: Tensor, num_heads: int) -> list[tuple[tuple[int, ...], str, str]]:
+    """Shapes that known mistakes produce: (shape, what is wrong, how to fix)."""
+    B, num_kv_heads, L, head_dim = kv.shape
+    group = num_heads // num_kv_heads
+    fix_dim = f"expand the heads, dim 1: {_REPEAT_INTERLEAVE}."
+    return [
+        ((B * group, num_kv_heads, L, head_dim), "expanded along dim 0 (the batch) instead of dim 1 (the heads)",
+         fix_dim),
+        ((B, num_kv_heads, L * group, head_dim), "expanded along dim 2 (the sequence) instead of dim 1 (the heads)",
+         fix_dim),
+        ((B, num_kv_heads, L, head_dim * group), "expanded along the last dim (the features) instead of dim 1 (the heads)",
+         fix_dim),
+        ((B, num_kv_heads * num_heads, L, head_dim),
+         "each KV head was repeated num_heads times instead of num_heads // H_kv times",
+         "repeat each KV head by the group size `num_heads // kv.size(1)`, so the result has num_heads heads."),
+    ]
+
+
+def check_expand_kv(fn: Callable[..., object]) -> CheckResult:
+    """Check a learner's ``fn(kv, num_heads) -> (B, num_heads, L, d)`` (exercise 10, part 1).
+
+    ``kv`` is ``(B, H_kv, L, d)``; query head h must get KV head ``h // (num_heads // H_kv)``, the
+    convention of ``F.scaled_dot_product_attention(..., enable_gqa=True)`` and of
+    ``lessons_src.GroupedQueryAttention``. Five cases: groups of 4, multi-query, multi-head (no
+    expansion), groups of 2 with odd sizes, and a non-contiguous input. Names: ``repeat``/tiling
+    instead of ``repeat_interleave`` (head h gets KV head h % H_kv), expanding the wrong
+    dimension (batch, sequence or features), repeating by num_heads instead of the group size.
+    """
+    name = "check_expand_kv"
+    cases = _expand_cases()
+    for number, case in enumerate(cases, start=1):
+        where = f"case {number}/{len(cases)} ({case.description})"
+        result, failure = _call(name, where, fn, case.kv, case.num_heads)
+        if failure is not None:
+            return failure
+        expected = _expand(case.kv, case.num_heads)
+        wrong = not_one_tensor(name, where, result, "return the expanded tensor of shape (B, num_heads, L, d), "
+                               f"e.g. {_REPEAT_INTERLEAVE}.")
+        if wrong is not None:
+            return finish(wrong)
+        if result.shape != expected.shape:
+            for shape, what, fix in _expand_wrong_shapes(case.kv, case.num_heads):
+                if tuple(result.shape) == shape:
+                    return finish(CheckResult(name, False, f"{where}: {what}", fix,
+                                              [f"got shape {shape_of(result)}, expected {tuple(expected.shape)}"]))
+            return finish(CheckResult(name, False, f"{where}: the result has shape {shape_of(result)}, expected "
+                                      f"{tuple(expected.shape)} = (B, num_heads, L, d)",
+                                      f"keep B, L and d; only the head dim grows from H_kv to num_heads: "
+                                      f"{_REPEAT_INTERLEAVE}."))
+        if close(result, expected):
+            continue
+        num_kv_heads = case.kv.size(1)
+        used = _heads_used(result.detach(), case.kv)
+        wanted = [h // (case.num_heads // num_kv_heads) for h in range(case.num_heads)]
+        details = [f"query heads got KV heads {used}, expected {wanted}"]
+        if used == [h % num_kv_heads for h in range(case.num_heads)]:
+            return finish(CheckResult(
+                name, False, f"{where}: wrong grouping: query head h got KV head h % H_kv (the order of "
+                "`repeat`/tiling), not h // (H / H_kv)", f"{_CONVENTION}. `kv.repeat(1, group, 1, 1)` tiles "
+                f"[0, 1, 0, 1, ...]; use {_REPEAT_INTERLEAVE}, which gives [0, 0, ..., 1, 1, ...].", details))
+        if None not in used:
+            return finish(CheckResult(name, False, f"{where}: every head is a copy of a KV head, but not in the "
+                                      "right order", f"{_CONVENTION}: {_REPEAT_INTERLEAVE}.", details))
+        return finish(CheckResult(name, False, f"{where}: the values differ from the reference: some heads are not "
+                                  "copies of any KV head", "expansion only copies: each output head must equal one "
+                                  f"input KV head, unchanged. {_CONVENTION}.", details))
+    return finish(CheckResult(name, True, f"all {len(cases)} cases match the reference (groups of 4 and 2, "
+                              "multi-query, multi-head, a non-contiguous input)"))
+
+
+# -- attend_with_cache ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Step:
+    query: Tensor  # (B, H, 1, d)
+    key_cache: Tensor  # (B, H_kv, T, d)
+    value_cache: Tensor
+    key_new: Tensor  # (B, H_kv, 1, d)
+    value_new: Tensor
+
+
+def _reference_step(step: _Step) -> tuple[Tensor, Tensor, Tensor]:
+    key = torch.cat([step.key_cache, step.key_new], dim=2)  # (B, H_kv, T + 1, d)
+    value = torch.cat([step.value_cache, step.value_new], dim=2)
+    num_heads = step.query.size(1)
+    out, _ = scaled_dot_product_attention(step.query, _expand(key, num_heads), _expand(value, num_heads))
+    return out, key, value
+
+
+def _step_mistakes(step: _Step) -> list[tuple[Tensor | None, Tensor | None, str, str]]:
+    """Known wrong steps: (output or None, key cache or None, what is wrong, how to fix)."""
+    num_heads, num_kv_heads = step.query.size(1), step.key_new.size(1)
+    group = num_heads // num_kv_heads
+    key = torch.cat([step.key_cache, step.key_new], dim=2)
+    value = torch.cat([step.value_cache, step.value_new], dim=2)
+    q, d = step.query, step.query.size(-1)
+
+    def attend(k: Tensor, v: Tensor, scale: float = 1 / math.sqrt(d)) -> Tensor:
+        weights = torch.softmax(q @ k.transpose(-2, -1) * scale, dim=-1)
+        return weights @ v
+
+    out: list[tuple[Tensor | None, Tensor | None, str, str]] = [
+        (attend(key.repeat(1, group, 1, 1), value.repeat(1, group, 1, 1)), None,
+         "wrong grouping: query head h attended to KV head h % H_kv (`repeat`/tiling), not h // (H / H_kv)",
+         f"{_CONVENTION}: expand with `repeat_interleave` (your `expand_kv` from part 1), not `repeat`."),
+        (attend(_expand(key, num_heads), _expand(value, num_heads), 1.0), None, "the scores are not scaled",
+         "divide the scores q Kᵀ by sqrt(d), as in every attention."),
+        (None, torch.cat([step.key_new, step.key_cache], dim=2),
+         "the new key is put in front of the cache, not appended at the end",
+         "append: `torch.cat([key_cache, key_new], dim=2)`; position t must stay at index t of the cache "
+         "(the output alone cannot tell, but positions and later steps can)."),
+        (None, value, "the key and value caches are returned in the wrong order",
+         "return `(output, key_cache, value_cache)`."),
+        (attend(_expand(key[:, :, :1], num_heads), _expand(value[:, :, :1], num_heads)), None,
+         "the new token attends only to the first key: a causal mask with one query (e.g. "
+         "`is_causal=True`, which PyTorch aligns top-left) hides every other cached key",
+         "use no mask: every cached key is in the new token's past, so it may attend to all of them."),
+    ]
+    if step.key_cache.size(2) > 0:
+        old_k, old_v = _expand(step.key_cache, num_heads), _expand(step.value_cache, num_heads)
+        out.append((attend(old_k, old_v), None, "the new token does not attend to its own key and value",
+                    "append the new key and value to the caches *before* attending: the new token is one of "
+                    "the keys it looks at."))
+    return out
+
+
+def _step(seed: int, B: int, num_heads: int, num_kv_heads: int, head_dim: int, past: int) -> _Step:
+    """One decoding step whose cache already holds ``past`` positions."""
+    g = _generator(seed)
+
+    def rand(*shape: int) -> Tensor:
+        return torch.randn(*shape, generator=g)
+
+    return _Step(rand(B, num_heads, 1, head_dim), rand(B, num_kv_heads, past, head_dim), rand(B, num_kv_heads, past, head_dim),
+                 rand(B, num_kv_heads, 1, head_dim), rand(B, num_kv_heads, 1, head_dim))
+
+
+def _check_step_result(name: str, where: str, result: object, step: _Step) -> CheckResult | None:
+    """None when the learner's step matches the reference; else the finished failure."""
+    if not isinstance(result, (tuple, list)) or len(result) != 3:
+        got = f"one tensor of shape {shape_of(result)}" if isinstance(result, Tensor) else type(result).__name__
+        return finish(CheckResult(name, False, f"{where}: returned {got}, expected a tuple "
+                                  "(output, key_cache, value_cache)",
+                                  "return the output and both updated caches: `return output, key_cache, value_cache`."))
+    output, key_cache, value_cache = result
+    if not all(isinstance(t, Tensor) for t in result):
+        return finish(CheckResult(name, False, f"{where}: returned ({', '.join(type(t).__name__ for t in result)}), "
+                                  "expected three tensors", "return `output, key_cache, value_cache`, all tensors."))
+    expected_out, expected_k, expected_v = _reference_step(step)
+    for label, got, want in (("key_cache", key_cache, expected_k), ("value_cache", value_cache, expected_v)):
+        if got.shape != want.shape:
+            B, num_kv_heads, L, head_dim = want.shape
+            past = L - 1  # torch.cat on another axis only works when T == 1
+            wrong_axis = {
+                (B, 2 * num_kv_heads, past, head_dim): "dim 1 (the heads)",
+                (2 * B, num_kv_heads, past, head_dim): "dim 0 (the batch)",
+                (B, num_kv_heads, past, 2 * head_dim): "the last dim (the features)",
+            }.get(tuple(got.shape)) if past == 1 else None
+            if wrong_axis is not None:
+                return finish(CheckResult(name, False, f"{where}: the cache was appended along {wrong_axis}, not "
+                                          "along the sequence (dim 2)", "the cache is (B, H_kv, T, d) and grows in T: "
+                                          "`torch.cat([key_cache, key_new], dim=2)`.",
+                                          [f"{label} has shape {shape_of(got)}, expected {tuple(want.shape)}"]))
+            if got.shape == _expand(want, step.query.size(1)).shape and got.size(1) != want.size(1):
+                return finish(CheckResult(name, False, f"{where}: the cache holds the expanded keys/values "
+                                          f"({got.size(1)} heads), not the H_kv={want.size(1)} shared ones",
+                                          "cache the small (B, H_kv, T, d) tensors and expand a copy for the "
+                                          "attention: that is the memory grouped-query attention saves."))
+            if tuple(got.shape) == (B, num_kv_heads, L - 1, head_dim):
+                return finish(CheckResult(name, False, f"{where}: the returned {label} was not updated with the new "
+                                          "token", "return the caches with the new key and value appended "
+                                          "(T + 1 positions), so that the next step sees this token."))
+            return finish(CheckResult(name, False, f"{where}: {label} has shape {shape_of(got)}, expected "
+                                      f"{tuple(want.shape)} = (B, H_kv, T + 1, d)",
+                                      "append the new (B, H_kv, 1, d) key/value to the cache along dim 2."))
+    if output.shape != expected_out.shape:
+        return finish(CheckResult(name, False, f"{where}: the output has shape {shape_of(output)}, expected "
+                                  f"{tuple(expected_out.shape)} = (B, H, 1, d)",
+                                  "attend with the (B, H, 1, d) query over the expanded (B, H, T + 1, d) keys "
+                                  "and values; the output has one position per query."))
+    out_ok = close(output, expected_out)
+    k_ok, v_ok = close(key_cache, expected_k), close(value_cache, expected_v)
+    if out_ok and k_ok and v_ok:
+        return None
+    for m_out, m_k, what, fix in _step_mistakes(step):
+        if m_out is not None and not out_ok and close(output, m_out, 1e-4):
+            return finish(CheckResult(name, False, f"{where}: {what}", fix))
+        if m_k is not None and not k_ok and close(key_cache, m_k):
+            return finish(CheckResult(name, False, f"{where}: {what}", fix))
+    if not out_ok:
+        if output.isnan().any():
+            return finish(CheckResult(name, False, f"{where}: the output contains NaN",
+                                      "with an empty cache (T = 0) the new token is the only key: append before "
+                                      "attending, and do not mask it out."))
+        return finish(CheckResult(name, False, f"{where}: the output differs from the reference",
+                                  "append, expand with repeat_interleave, then softmax(q Kᵀ / sqrt(d)) V over every "
+                                  "cached position (no mask: they are all in the past).",
+                                  [f"largest difference: {(output.detach().double() - expected_out.double()).abs().max():.3g}"]))
+    label = "key_cache" if not k_ok else "value_cache"
+    return finish(CheckResult(name, False, f"{where}: the output is right but {label} differs from the reference",
+                              f"return the {label} with the new token appended at the end, unchanged otherwise."))
+
+
+def _run_step(name: str, where: str, fn: Callable[..., object], step: _Step) -> tuple[object, CheckResult | None]:
+    """Call the learner on one decoding step and validate what it returned: ``(result, failure)``."""
+    result, failure = _call(name, where, fn, step.query, step.key_cache, step.value_cache,
+                            step.key_new, step.value_new, cache=True)
+    if failure is None:
+        failure = _check_step_result(name, where, result, step)
+    return result, failure
+
+
+def check_attend_with_cache(fn: Callable[..., object]) -> CheckResult:
+    """Check ``fn(query, key_cache, value_cache, key_new, value_new) -> (output, key_cache, value_cache)``.
+
+    Exercise 10, part 2: one decoding step of grouped-query attention. ``query`` is ``(B, H, 1, d)``,
+    the caches ``(B, H_kv, T, d)`` (T may be 0), the new key/value ``(B, H_kv, 1, d)``. Cases: a cache
+    of 3 positions, an empty cache, multi-query, and six steps decoded from an empty cache, feeding
+    back the learner's own caches, compared with the full causal pass. Names: a cache appended along
+    the wrong axis (heads, batch or features), prepended instead of appended, not returned updated,
+    holding expanded heads, ``repeat`` instead of ``repeat_interleave``, unscaled scores, and a new
+    token that does not attend to itself.
+    """
+    name = "check_attend_with_cache"
+    configs = [  # (description, seed, B, H, H_kv, d, cached positions T)
+        ("B=2, H=4 query heads, H_kv=2, d=8, a cache of T=3 positions", 1, 2, 4, 2, 8, 3),
+        ("B=1, H=6, H_kv=3, d=4, an empty cache (T=0)", 2, 1, 6, 3, 4, 0),
+        ("B=2, H=4, H_kv=1 (multi-query), d=8, T=5", 3, 2, 4, 1, 8, 5),
+    ]
+    for number, (description, seed, B, num_heads, num_kv_heads, head_dim, past) in enumerate(configs, start=1):
+        where = f"case {number}/{len(configs) + 1} ({description})"
+        step = _step(seed, B, num_heads, num_kv_heads, head_dim, past)
+        result, failure = _run_step(name, where, fn, step)
+        if failure is not None:
+            return failure
+
+    # Decode a whole sequence from an empty cache, feeding back the learner's caches.
+    B, num_heads, num_kv_heads, head_dim, L = 2, 4, 2, 8, 6
+    g = _generator(4)
+    query = torch.randn(B, num_heads, L, head_dim, generator=g)  # (B, H, L, d)
+    key = torch.randn(B, num_kv_heads, L, head_dim, generator=g)  # (B, H_kv, L, d)
+    value = torch.randn(B, num_kv_heads, L, head_dim, generator=g)
+    full, _ = scaled_dot_product_attention(query, _expand(key, num_heads), _expand(value, num_heads),
+                                           causal_mask(L))  # (B, H, L, d)
+    key_cache = torch.zeros(B, num_kv_heads, 0, head_dim)
+    value_cache = torch.zeros(B, num_kv_heads, 0, head_dim)
+    for t in range(L):
+        where = (f"case {len(configs) + 1}/{len(configs) + 1} (decoding L={L} tokens one by one from an empty "
+                 f"cache, B={B}, H={num_heads}, H_kv={num_kv_heads}; step {t})")
+        step = _Step(query[:, :, t : t + 1], key_cache, value_cache, key[:, :, t : t + 1], value[:, :, t : t + 1])
+        result, failure = _run_step(name, where, fn, step)
+        if failure is not None:
+            return failure
+        output, key_cache, value_cache = (x.detach().to(torch.float32) for x in result)  # type: ignore[union-attr]
+        if not close(output, full[:, :, t : t + 1]):
+            return finish(CheckResult(name, False, f"{where}: the output differs from the full causal pass",
+                                      "each step must equal row t of causal attention over the whole sequence."))
+    return finish(CheckResult(name, True, f"all {len(configs) + 1} cases match the reference (a cache of 3, an empty "
+                              f"cache, multi-query, and {L} steps equal to the full causal pass)"))

@@ -1,0 +1,215 @@
+"""A small decoder-only language model built from the course's blocks, sampling from it, and the
+scores that find previous-token and induction heads.
+
+- :class:`CharTokenizer` and :func:`course_text`: characters as tokens, and the text the model reads
+  (the prose of the course's own chapters, shipped with the package: nothing is downloaded);
+- :class:`LanguageModel`: token and learned position embeddings, pre-LN encoder blocks
+  (:class:`lessons_src.EncoderBlock`) run with a causal mask, a final LayerNorm and a read-out to
+  the vocabulary; ``attention_only=True`` gives the attention-only model of the induction-head
+  experiments (each layer ``x + attention(x)``, no feed-forward);
+- :func:`next_token_probs` and :func:`generate`: sampling with a temperature and top-k;
+- :func:`repeated_tokens`, :func:`previous_token_score`, :func:`induction_score`: the data and the
+  measurements of the induction-head experiment.
+
+Taught in the chapters "A language model and its heads" and "Induction heads".
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import torch
+from torch import Tensor, nn
+
+from . import _validate as check
+from .encoder import EncoderBlock
+from .masks import causal_mask
+from .multihead import MultiHeadAttention
+from .positional import LearnedPositionalEmbedding
+
+__all__ = ["course_text", "CharTokenizer", "LanguageModel", "next_token_probs", "generate", "repeated_tokens",
+           "previous_token_score", "induction_score"]
+
+
+def course_text() -> str:
+    """The prose of the course's chapters 1-11 (about 120 KiB of English), shipped in the package.
+
+    Written by this project (MIT licence); made by ``scripts/make_corpus.py``. Taught in the chapter
+    "A language model and its heads".
+    """
+    return resources.files("lessons_src").joinpath("data/course_text.txt").read_text(encoding="utf-8")
+
+
+class CharTokenizer:
+    """Characters as tokens: the sorted distinct characters of ``text``, one id each.
+
+    Taught in the chapter "A language model and its heads".
+    """
+
+    def __init__(self, text: str) -> None:
+        if not isinstance(text, str) or not text:
+            raise ValueError(f"CharTokenizer: text must be a non-empty str, got {type(text).__name__}")
+        self.chars = sorted(set(text))
+        self.ids = {c: i for i, c in enumerate(self.chars)}
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def encode(self, text: str) -> Tensor:
+        """``text`` -> int64 ``(len(text),)``; a character outside the vocabulary is a ValueError."""
+        unknown = sorted(set(text) - set(self.ids))
+        if unknown:
+            raise ValueError(f"CharTokenizer.encode: characters not in the vocabulary: {unknown}")
+        return torch.tensor([self.ids[c] for c in text], dtype=torch.long)
+
+    def decode(self, tokens: Tensor) -> str:
+        """int ``(L,)`` -> the text."""
+        return "".join(self.chars[i] for i in tokens.tolist())
+
+
+class _AttentionOnlyBlock(nn.Module):
+    """``x + attention(x)``: no feed-forward, no norm (the induction-head experiments' layer)."""
+
+    def __init__(self, d_model: int, num_heads: int) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+
+    def forward(self, x: Tensor, mask: Tensor, check_inputs: bool = False) -> Tensor:
+        return x + self.self_attn(x, x, x, mask, check_inputs=False)[0]
+
+
+class LanguageModel(nn.Module):
+    """A decoder-only transformer: ``tokens (B, L) -> logits (B, L, vocab_size)``.
+
+    Embeddings (tokens plus learned positions, up to ``max_len``), ``num_layers`` pre-LN
+    :class:`lessons_src.EncoderBlock` s run with a causal mask (a GPT block is an encoder block
+    whose tokens see only the past), a final LayerNorm, and a linear read-out. With
+    ``attention_only=True`` each layer is ``x + attention(x)`` and there is no final norm.
+    ``forward(tokens, return_weights=True)`` also returns each layer's attention weights
+    ``(B, H, L, L)``. Taught in the chapter "A language model and its heads".
+    """
+
+    def __init__(self, vocab_size: int, d_model: int = 64, num_heads: int = 4, num_layers: int = 2,
+                 max_len: int = 128, d_ff: int | None = None, attention_only: bool = False) -> None:
+        super().__init__()
+        where = "LanguageModel"
+        for name, value in (("vocab_size", vocab_size), ("d_model", d_model), ("num_heads", num_heads),
+                            ("num_layers", num_layers), ("max_len", max_len)):
+            check.positive_int(value, name, where)
+        check.divisible(d_model, "d_model", num_heads, "num_heads", where)
+        self.max_len, self.attention_only = max_len, attention_only
+        self.embed = nn.Embedding(vocab_size, d_model)
+        self.positions = LearnedPositionalEmbedding(max_len, d_model)
+        if attention_only:
+            self.blocks = nn.ModuleList(_AttentionOnlyBlock(d_model, num_heads) for _ in range(num_layers))
+            self.norm = nn.Identity()
+        else:
+            self.blocks = nn.ModuleList(EncoderBlock(d_model, num_heads, d_ff or 4 * d_model, norm_first=True)
+                                        for _ in range(num_layers))
+            self.norm = nn.LayerNorm(d_model)
+        self.read_out = nn.Linear(d_model, vocab_size)
+
+    def forward(self, tokens: Tensor, return_weights: bool = False) -> Tensor | tuple[Tensor, list[Tensor]]:
+        if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.dtype != torch.long:
+            raise ValueError(f"LanguageModel: tokens must be an int64 tensor (B, L), got "
+                             f"{getattr(tokens, 'dtype', type(tokens).__name__)} {tuple(getattr(tokens, 'shape', ()))}")
+        length = tokens.size(1)
+        if length > self.max_len:
+            raise ValueError(f"LanguageModel: {length} tokens, more than max_len={self.max_len}; "
+                             "crop the context to its last max_len tokens")
+        weights: list[Tensor] = []
+        hooks = [block.self_attn.register_forward_hook(lambda _m, _i, out: weights.append(out[1]))
+                 for block in self.blocks] if return_weights else []
+        try:
+            x = self.positions(self.embed(tokens))  # (B, L, D)
+            mask = causal_mask(length, device=tokens.device)  # (L, L): each token sees itself and the past
+            for block in self.blocks:
+                x = block(x, mask, check_inputs=False)
+            logits = self.read_out(self.norm(x))  # (B, L, V)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        return (logits, weights) if return_weights else logits
+
+
+def next_token_probs(logits: Tensor, temperature: float = 1.0, top_k: int | None = None) -> Tensor:
+    """``softmax(logits / temperature)`` over the last dim, keeping only the ``top_k`` largest logits.
+
+    ``logits (..., V)`` -> probabilities ``(..., V)``. A low temperature sharpens the distribution
+    towards the most likely token, a high one flattens it; top-k sets every other token's
+    probability to 0 (ties at the k-th value are all kept). Taught in the chapter "A language model
+    and its heads".
+    """
+    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not temperature > 0:
+        raise ValueError(f"next_token_probs: temperature must be a number > 0, got {temperature!r}")
+    scaled = logits / temperature
+    if top_k is not None:
+        check.positive_int(top_k, "top_k", "next_token_probs")
+        kth = torch.topk(scaled, min(top_k, scaled.size(-1)), dim=-1).values[..., -1:]  # (..., 1)
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    return torch.softmax(scaled, dim=-1)
+
+
+@torch.no_grad()
+def generate(model: LanguageModel, prompt: Tensor, num_tokens: int, temperature: float = 1.0,
+             top_k: int | None = None, generator: torch.Generator | None = None) -> Tensor:
+    """Sample ``num_tokens`` tokens after ``prompt`` (int64 ``(L,)``), one at a time; returns them ``(num_tokens,)``.
+
+    Each step feeds the last ``model.max_len`` tokens and samples from :func:`next_token_probs`.
+    Taught in the chapter "A language model and its heads".
+    """
+    check.positive_int(num_tokens, "num_tokens", "generate")
+    tokens = prompt.clone()
+    for _ in range(num_tokens):
+        logits = model(tokens[-model.max_len:][None])[0, -1]  # (V,)
+        probs = next_token_probs(logits, temperature, top_k)
+        token = torch.multinomial(probs, 1, generator=generator)
+        tokens = torch.cat([tokens, token])
+    return tokens[len(prompt):]
+
+
+def repeated_tokens(batch_size: int, half_len: int, vocab_size: int,
+                    generator: torch.Generator | None = None) -> Tensor:
+    """Random tokens that repeat: int64 ``(B, 2 · half_len)``, the second half a copy of the first.
+
+    The second half is predictable only by finding where the current token appeared before and
+    copying the token that followed it: what an induction head does. Taught in the chapter
+    "Induction heads".
+    """
+    for name, value in (("batch_size", batch_size), ("half_len", half_len), ("vocab_size", vocab_size)):
+        check.positive_int(value, name, "repeated_tokens")
+    first = torch.randint(0, vocab_size, (batch_size, half_len), generator=generator)
+    return torch.cat([first, first], dim=1)
+
+
+def _check_weights(weights: Tensor, where: str) -> None:
+    if not isinstance(weights, Tensor) or weights.dim() != 4 or weights.size(-1) != weights.size(-2):
+        raise ValueError(f"{where}: weights must be (B, H, L, L), got {tuple(getattr(weights, 'shape', ()))}")
+
+
+def previous_token_score(weights: Tensor) -> Tensor:
+    """Each head's mean weight on the previous token: ``weights (B, H, L, L) -> (H,)``, over queries 1.. L-1.
+
+    1 for a head that always looks exactly one token back. Taught in the chapter "A language model
+    and its heads".
+    """
+    _check_weights(weights, "previous_token_score")
+    return weights.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, -1))  # w[b, h, i, i-1]
+
+
+def induction_score(weights: Tensor, half_len: int) -> Tensor:
+    """Each head's mean weight, over the second half of a repeated sequence, on the token *after*
+    the previous occurrence of the current one: ``weights (B, H, 2T, 2T) -> (H,)``.
+
+    Query ``i >= T`` holds the same token as ``i - T``; an induction head attends to ``i - T + 1``,
+    the token that came next last time. 1 for a perfect induction head. Taught in the chapter
+    "Induction heads".
+    """
+    _check_weights(weights, "induction_score")
+    check.positive_int(half_len, "half_len", "induction_score")
+    if weights.size(-1) != 2 * half_len:
+        raise ValueError(f"induction_score: weights cover {weights.size(-1)} tokens, expected 2 * half_len = "
+                         f"{2 * half_len}")
+    stripe = weights.diagonal(offset=-(half_len - 1), dim1=-2, dim2=-1)  # w[b, h, i, i - T + 1], i = T-1 ..
+    return stripe[..., 1:].mean(dim=(0, -1))  # queries T .. 2T-1

@@ -1,0 +1,217 @@
+"""The sliding-window mask check (exercise 9): correct masks written differently pass; each mistake is named."""
+
+
+import numpy as np
+import pytest
+import torch
+from checks_learners import REFERENCES, add_fns
+
+from lessons_src.checks.efficient_attention import check_sliding_window_mask
+from lessons_src.masks import sliding_window_mask
+
+# -- correct implementations, written differently --------------------------------------------------
+
+
+def with_offsets(seq_len, window):
+    positions = torch.arange(seq_len)
+    offset = positions[:, None] - positions[None, :]  # i - j
+    return (offset >= 0) & (offset < window)
+
+
+def with_tril(seq_len, window):
+    ones = torch.ones(seq_len, seq_len, dtype=torch.bool)
+    return ones.tril() & ~ones.tril(diagonal=-window)
+
+
+def with_loops(seq_len, window):
+    mask = torch.zeros(seq_len, seq_len, dtype=torch.bool)
+    for i in range(seq_len):
+        mask[i, max(0, i - window + 1) : i + 1] = True
+    return mask
+
+
+def with_numpy(seq_len, window):
+    i, j = np.indices((seq_len, seq_len))
+    return torch.from_numpy((j <= i) & (j > i - window))
+
+
+def with_triu_and_float_then_bool(seq_len, window):
+    ones = torch.ones(seq_len, seq_len)
+    return (torch.triu(ones, diagonal=-(window - 1)) * torch.tril(ones)).bool()
+
+
+@pytest.mark.parametrize(
+    "fn", [with_offsets, with_tril, with_loops, with_numpy, with_triu_and_float_then_bool, sliding_window_mask]
+)
+def test_correct_implementations_pass(fn):
+    result = check_sliding_window_mask(fn)
+    assert result, str(result)
+    assert str(result).startswith("PASS") and "6 cases" in str(result)
+
+
+# -- known mistakes, each named ----------------------------------------------------------------------
+
+
+def _offset(seq_len):
+    positions = torch.arange(seq_len)
+    return positions[:, None] - positions[None, :]
+
+
+def window_plus_one(seq_len, window):
+    offset = _offset(seq_len)
+    return (offset >= 0) & (offset <= window)
+
+
+def window_minus_one(seq_len, window):
+    offset = _offset(seq_len)
+    return (offset >= 0) & (offset < window - 1)
+
+
+def symmetric(seq_len, window):
+    return _offset(seq_len).abs() < window
+
+
+def future_only_a_little(seq_len, window):
+    offset = _offset(seq_len)
+    return (offset >= -1) & (offset < window)
+
+
+def inverted(seq_len, window):
+    return ~with_offsets(seq_len, window)
+
+
+def no_diagonal(seq_len, window):
+    offset = _offset(seq_len)
+    return (offset > 0) & (offset < window)
+
+
+def strictly_past(seq_len, window):
+    offset = _offset(seq_len)
+    return (offset > 0) & (offset <= window)
+
+
+def first_row_empty(seq_len, window):
+    mask = with_offsets(seq_len, window).clone()
+    mask[0, 0] = False
+    return mask
+
+
+def transposed(seq_len, window):
+    return with_offsets(seq_len, window).T
+
+
+def causal_only(seq_len, window):
+    return torch.ones(seq_len, seq_len, dtype=torch.bool).tril()
+
+
+def float_mask(seq_len, window):
+    return with_offsets(seq_len, window).float()
+
+
+def int_mask(seq_len, window):
+    return with_offsets(seq_len, window).long()
+
+
+def additive_mask(seq_len, window):
+    return torch.zeros(seq_len, seq_len).masked_fill(~with_offsets(seq_len, window), float("-inf"))
+
+
+def additive_minus_1e9(seq_len, window):
+    return torch.zeros(seq_len, seq_len).masked_fill(~with_offsets(seq_len, window), -1e9)
+
+
+def float_and_off_by_one(seq_len, window):
+    return window_plus_one(seq_len, window).float()
+
+
+def something_else(seq_len, window):
+    mask = with_offsets(seq_len, window).clone()
+    mask[-1, -2] = ~mask[-1, -2]
+    return mask
+
+
+def stub(seq_len, window):
+    raise NotImplementedError
+
+
+def raises(seq_len, window):
+    raise IndexError("boom")
+
+
+def returns_list(seq_len, window):
+    return with_offsets(seq_len, window).tolist()
+
+
+def batched(seq_len, window):
+    return with_offsets(seq_len, window)[None]
+
+
+def flat(seq_len, window):
+    return with_offsets(seq_len, window).flatten()
+
+
+MISTAKES = [
+    (window_plus_one, "window + 1 keys"),
+    (window_minus_one, "window - 1 keys"),
+    (symmetric, "not causal"),
+    (future_only_a_little, "not causal"),
+    (inverted, "inverted"),
+    (no_diagonal, "diagonal is missing"),
+    (strictly_past, "diagonal is missing"),
+    (first_row_empty, "diagonal is missing"),
+    (transposed, "transposed"),
+    (causal_only, "window is ignored"),
+    (float_mask, "dtype is torch.float32"),
+    (int_mask, "dtype is torch.int64"),
+    (additive_mask, "additive float mask"),
+    (additive_minus_1e9, "additive float mask"),
+    (float_and_off_by_one, "window + 1 keys"),
+    (something_else, "differs from the reference"),
+    (stub, "not implemented yet"),
+    (raises, "IndexError: boom"),
+    (returns_list, "returned list"),
+    (batched, "shape (1, 6, 6)"),
+    (flat, "shape (36,)"),
+]
+
+
+@pytest.mark.parametrize("fn, named", MISTAKES, ids=[fn.__name__ for fn, _ in MISTAKES])
+def test_mistakes_are_named(fn, named):
+    result = check_sliding_window_mask(fn)
+    assert not result
+    assert str(result).startswith("FAIL")
+    assert named in str(result), str(result)
+    assert "How to fix:" in str(result), str(result)
+
+
+def test_mismatch_shows_the_first_wrong_row():
+    result = check_sliding_window_mask(window_plus_one)
+    assert "query 3: expected keys [1, 2, 3], got [0, 1, 2, 3]" in str(result), str(result)
+
+
+def test_wrong_dtype_is_also_mentioned_when_the_pattern_is_wrong():
+    result = check_sliding_window_mask(float_and_off_by_one)
+    assert "the mask must be torch.bool" in str(result), str(result)
+
+
+def test_not_callable_is_feedback():
+    result = check_sliding_window_mask(sliding_window_mask(4, 2))
+    assert not result and "expected a function" in str(result)
+
+
+def test_strict_mode_raises_with_the_same_feedback(monkeypatch):
+    monkeypatch.setenv("LESSONS_SRC_STRICT", "1")
+    with pytest.raises(AssertionError, match="inverted"):
+        check_sliding_window_mask(inverted)
+    assert check_sliding_window_mask(with_offsets)  # a pass does not raise
+
+
+CHECK = "check_sliding_window_mask"
+
+# == the learner table (checks_learners.py) ==========================================================
+
+REFERENCES[CHECK] = (with_offsets,)
+for _fn in (with_tril, with_loops, with_numpy, with_triu_and_float_then_bool, sliding_window_mask):
+    add_fns(CHECK, (_fn,))
+for _fn, _named in MISTAKES:
+    add_fns(CHECK, (_fn,), _named)

@@ -1,0 +1,230 @@
+"""The check of exercise 11 (rotary embeddings): correct answers written differently pass; each known mistake is named."""
+
+import pytest
+import torch
+from checks_learners import REFERENCES, add_fns
+
+from lessons_src.checks import CheckResult
+from lessons_src.checks.rotary_embeddings import check_apply_rope
+
+# -- correct implementations, written differently --------------------------------------------------
+
+
+def _theta(d, base, dtype=torch.float64):
+    return base ** (-torch.arange(0, d, 2, dtype=dtype) / d)  # (d/2,)
+
+
+def reference_style(x, positions, base=10000.0):
+    angles = positions.to(torch.float64)[:, None] * _theta(x.size(-1), base)[None, :]  # (L, d/2)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    x_even, x_odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x_even * cos - x_odd * sin, x_even * sin + x_odd * cos), dim=-1).flatten(-2)
+
+
+def complex_style(x, positions, base=10000.0):
+    z = torch.view_as_complex(x.to(torch.float64).reshape(*x.shape[:-1], -1, 2).contiguous())  # (..., L, d/2)
+    turn = torch.polar(torch.ones(len(positions), x.size(-1) // 2, dtype=torch.float64),
+                       torch.outer(positions.to(torch.float64), _theta(x.size(-1), base)))
+    return torch.view_as_real(z * turn).flatten(-2).to(x.dtype)
+
+
+def matrix_style(x, positions, base=10000.0):
+    """One block-diagonal rotation matrix per position, applied with einsum."""
+    d = x.size(-1)
+    angles = torch.outer(positions.double(), _theta(d, base))  # (L, d/2)
+    rotations = torch.zeros(len(positions), d, d, dtype=torch.float64)
+    for i in range(d // 2):
+        c, s = angles[:, i].cos(), angles[:, i].sin()
+        rotations[:, 2 * i, 2 * i], rotations[:, 2 * i, 2 * i + 1] = c, -s
+        rotations[:, 2 * i + 1, 2 * i], rotations[:, 2 * i + 1, 2 * i + 1] = s, c
+    return torch.einsum("lij,...lj->...li", rotations, x.double()).to(x.dtype)
+
+
+def float32_angles_style(x, positions, base=10000.0):
+    """Angles in float32, as many implementations do: fine for these positions."""
+    inv_freq = 1.0 / (base ** (torch.arange(0, x.size(-1), 2).float() / x.size(-1)))
+    freqs = positions.float()[:, None] * inv_freq[None, :]
+    out = torch.empty_like(x)
+    out[..., 0::2] = x[..., 0::2] * freqs.cos().to(x.dtype) - x[..., 1::2] * freqs.sin().to(x.dtype)
+    out[..., 1::2] = x[..., 0::2] * freqs.sin().to(x.dtype) + x[..., 1::2] * freqs.cos().to(x.dtype)
+    return out
+
+
+@pytest.mark.parametrize("fn", [reference_style, complex_style, matrix_style, float32_angles_style])
+def test_correct_implementations_pass(fn):
+    result = check_apply_rope(fn)
+    assert isinstance(result, CheckResult)
+    assert result, str(result)
+    assert str(result).startswith("PASS") and "5 cases" in str(result)
+
+
+# -- known mistakes, each named ----------------------------------------------------------------------
+
+
+def _rotate(x, angles, sign=1.0):
+    cos, sin = angles.cos().to(x.dtype), sign * angles.sin().to(x.dtype)
+    x_even, x_odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x_even * cos - x_odd * sin, x_even * sin + x_odd * cos), dim=-1).flatten(-2)
+
+
+def rotate_half(x, positions, base=10000.0):
+    angles = torch.outer(positions.double(), _theta(x.size(-1), base))
+    cos, sin = angles.cos().to(x.dtype).repeat(1, 2), angles.sin().to(x.dtype).repeat(1, 2)
+    first, second = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((-second, first), dim=-1) * sin
+
+
+def not_interleaved_back(x, positions, base=10000.0):
+    angles = torch.outer(positions.double(), _theta(x.size(-1), base))
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    x_even, x_odd = x[..., 0::2], x[..., 1::2]
+    return torch.cat((x_even * cos - x_odd * sin, x_even * sin + x_odd * cos), dim=-1)
+
+
+def exponent_i_over_d(x, positions, base=10000.0):
+    theta = base ** (-torch.arange(x.size(-1) // 2, dtype=torch.float64) / x.size(-1))
+    return _rotate(x, torch.outer(positions.double(), theta))
+
+
+def exponent_4i_over_d(x, positions, base=10000.0):
+    theta = base ** (-torch.arange(0, x.size(-1), 2, dtype=torch.float64) / (x.size(-1) // 2))
+    return _rotate(x, torch.outer(positions.double(), theta))
+
+
+def positive_exponent(x, positions, base=10000.0):
+    theta = base ** (torch.arange(0, x.size(-1), 2, dtype=torch.float64) / x.size(-1))
+    return _rotate(x, torch.outer(positions.double(), theta))
+
+
+def minus_theta(x, positions, base=10000.0):
+    return _rotate(x, torch.outer(positions.double(), _theta(x.size(-1), base)), sign=-1.0)
+
+
+def swapped_cos_sin(x, positions, base=10000.0):
+    angles = torch.outer(positions.double(), _theta(x.size(-1), base))
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    x_even, x_odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x_even * sin - x_odd * cos, x_even * cos + x_odd * sin), dim=-1).flatten(-2)
+
+
+def same_rotation_everywhere(x, positions, base=10000.0):
+    theta = _theta(x.size(-1), base)
+    return _rotate(x, theta.expand(len(positions), -1))
+
+
+def no_rotation(x, positions, base=10000.0):
+    return x.clone()
+
+
+def uses_arange(x, positions, base=10000.0):
+    return reference_style(x, torch.arange(x.size(-2)), base)
+
+
+def ignores_base(x, positions, base=10000.0):
+    return reference_style(x, positions, 10000.0)
+
+
+def cos_only(x, positions, base=10000.0):
+    angles = torch.outer(positions.double(), _theta(x.size(-1), base))
+    cos = angles.cos().to(x.dtype)
+    return torch.stack((x[..., 0::2] * cos, x[..., 1::2] * cos), dim=-1).flatten(-2)
+
+
+def degrees_not_radians(x, positions, base=10000.0):
+    return _rotate(x, torch.deg2rad(torch.outer(positions.double(), _theta(x.size(-1), base))))
+
+
+def returns_float32(x, positions, base=10000.0):
+    return reference_style(x, positions, base).float()
+
+
+def returns_one_coordinate(x, positions, base=10000.0):
+    return reference_style(x, positions, base)[..., 0::2]
+
+
+def returns_tuple(x, positions, base=10000.0):
+    return reference_style(x, positions, base), positions
+
+
+def returns_none(x, positions, base=10000.0):
+    reference_style(x, positions, base)
+
+
+def no_base_parameter(x, positions):
+    return reference_style(x, positions)
+
+
+def stub(x, positions, base=10000.0):
+    raise NotImplementedError
+
+
+MISTAKES = [
+    (rotate_half, "you rotated the halves, pairing x_i with x_(i + d/2)"),
+    (not_interleaved_back, "returned as [all first coordinates, all second coordinates]"),
+    (exponent_i_over_d, "the frequency exponent is i/d instead of 2i/d"),
+    (exponent_4i_over_d, "the frequency exponent is 4i/d"),
+    (positive_exponent, "the frequency exponent has the wrong sign"),
+    (minus_theta, "the rotation goes the wrong way (by -mθ): a sign error"),
+    (swapped_cos_sin, "cos and sin are swapped"),
+    (same_rotation_everywhere, "positions are not applied: every position gets the same rotation"),
+    (no_rotation, "x is returned unrotated"),
+    (uses_arange, "the positions argument is ignored: you used 0 .. L-1"),
+    (ignores_base, "the base argument is ignored"),
+    (cos_only, "the norms are not preserved"),
+    (degrees_not_radians, "the output differs from the reference (pair lengths are preserved"),
+    (returns_float32, "the dtype is torch.float32, expected x's dtype torch.float64"),
+    (returns_one_coordinate, "one coordinate per pair"),
+    (returns_tuple, "expected one tensor"),
+    (returns_none, "returned NoneType, expected a tensor"),
+    (no_base_parameter, "cannot be called as apply_rope(x, positions, base)"),
+    (stub, "not implemented yet"),
+]
+
+
+@pytest.mark.parametrize("fn, named", MISTAKES, ids=[fn.__name__ for fn, _ in MISTAKES])
+def test_mistakes_are_named(fn, named):
+    result = check_apply_rope(fn)
+    assert not result
+    assert str(result).startswith("FAIL")
+    assert named in str(result), str(result)
+    assert "How to fix:" in str(result), str(result)
+
+
+def test_rotate_half_hint_names_the_convention():
+    hint = check_apply_rope(rotate_half).hint
+    assert "interleaved" in hint and "0::2" in hint
+
+
+def test_not_callable_is_feedback():
+    result = check_apply_rope("apply_rope")
+    assert not result and "expected a function" in str(result)
+
+
+
+
+def test_nan_is_feedback():
+    def nan_output(x, positions, base=10000.0):
+        return reference_style(x, positions, base) * float("nan")
+
+    result = check_apply_rope(nan_output)
+    assert not result and "NaN" in str(result)
+
+
+def test_strict_mode_raises_with_the_same_feedback(monkeypatch):
+    monkeypatch.setenv("LESSONS_SRC_STRICT", "1")
+    with pytest.raises(AssertionError, match="rotate half"):
+        check_apply_rope(rotate_half)
+    with pytest.raises(AssertionError, match="not implemented yet"):
+        check_apply_rope(stub)
+    assert check_apply_rope(reference_style)  # a pass does not raise
+
+
+CHECK = "check_apply_rope"
+
+# == the learner table (checks_learners.py) ==========================================================
+
+REFERENCES[CHECK] = (reference_style,)
+for _fn in (complex_style, matrix_style, float32_angles_style):
+    add_fns(CHECK, (_fn,))
+for _fn, _named in MISTAKES:
+    add_fns(CHECK, (_fn,), _named)

@@ -1,0 +1,154 @@
+"""The language model and its helpers: the model against PyTorch's own encoder layers run with a
+causal mask, sampling against its closed form, and the head scores on weights whose answer is known."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.testing import assert_close
+
+from lessons_src import EncoderBlock
+from lessons_src.language_model import (
+    CharTokenizer,
+    LanguageModel,
+    course_text,
+    generate,
+    induction_score,
+    next_token_probs,
+    previous_token_score,
+    repeated_tokens,
+)
+
+TOL = {"atol": 1e-5, "rtol": 1e-5}
+
+
+def test_course_text_ships_with_the_package_and_is_plain_ascii():
+    text = course_text()
+    assert len(text) > 100_000 and text.isascii()
+    assert "Attention" in text and "```" not in text and "$$" not in text
+
+
+def test_tokenizer_round_trip_and_unknown_characters():
+    tok = CharTokenizer("hello world")
+    assert tok.vocab_size == 8 and tok.decode(tok.encode("low drew")) == "low drew"
+    assert tok.encode("he").dtype == torch.long
+    with pytest.raises(ValueError, match=r"not in the vocabulary: \['z'\]"):
+        tok.encode("zoo")
+    with pytest.raises(ValueError, match="non-empty str"):
+        CharTokenizer("")
+
+
+def _randomize(module, seed):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(0.3 * torch.randn(p.shape, generator=g))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_model_is_pytorchs_pre_ln_encoder_layers_with_a_causal_mask(seed):
+    vocab, D, H, L = 11, 16, 4, 9
+    model = LanguageModel(vocab, d_model=D, num_heads=H, num_layers=2, max_len=12, d_ff=24).eval()
+    _randomize(model, seed)
+    layers = [nn.TransformerEncoderLayer(D, H, 24, dropout=0.0, norm_first=True, batch_first=True).eval()
+              for _ in range(2)]
+    for i, layer in enumerate(layers):
+        _randomize(layer, seed + 10 + i)
+        model.blocks[i] = EncoderBlock.from_torch(layer)
+    tokens = torch.randint(0, vocab, (3, L), generator=torch.Generator().manual_seed(seed))
+    x = model.embed(tokens) + model.positions.embedding.weight[:L]
+    causal = nn.Transformer.generate_square_subsequent_mask(L)  # PyTorch's: -inf above the diagonal
+    for layer in layers:
+        x = layer(x, src_mask=causal, is_causal=True)
+    expected = model.read_out(model.norm(x))
+    assert_close(model(tokens), expected, **TOL)
+
+
+@pytest.mark.parametrize("attention_only", [False, True])
+def test_a_token_never_sees_the_future(attention_only):
+    torch.manual_seed(0)
+    model = LanguageModel(13, d_model=16, num_heads=2, num_layers=2, max_len=10, attention_only=attention_only)
+    tokens = torch.randint(0, 13, (2, 10))
+    changed = tokens.clone()
+    changed[:, 6:] = (changed[:, 6:] + 1) % 13
+    assert_close(model(tokens)[:, :6], model(changed)[:, :6])
+    assert not torch.allclose(model(tokens)[:, 6:], model(changed)[:, 6:])
+
+
+def test_returned_weights_are_causal_rows_per_layer_and_head():
+    torch.manual_seed(1)
+    model = LanguageModel(9, d_model=12, num_heads=3, num_layers=2, max_len=8)
+    logits, weights = model(torch.randint(0, 9, (2, 8)), return_weights=True)
+    assert logits.shape == (2, 8, 9) and len(weights) == 2
+    for w in weights:
+        assert w.shape == (2, 3, 8, 8)
+        assert_close(w.sum(-1), torch.ones(2, 3, 8))
+        assert (w.triu(1) == 0).all()
+    assert model._forward_hooks == {} and all(not b.self_attn._forward_hooks for b in model.blocks)
+
+
+def test_bad_inputs_are_named():
+    model = LanguageModel(5, d_model=8, num_heads=2, num_layers=1, max_len=4)
+    with pytest.raises(ValueError, match="5 tokens, more than max_len=4"):
+        model(torch.zeros(1, 5, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"int64 tensor \(B, L\), got torch.float32 \(1, 3\)"):
+        model(torch.zeros(1, 3))
+    with pytest.raises(ValueError, match="d_model=8 is not divisible by num_heads=3"):
+        LanguageModel(5, d_model=8, num_heads=3)
+
+
+def test_next_token_probs_is_a_tempered_softmax_with_top_k():
+    logits = torch.tensor([[2.0, 1.0, 0.5, -1.0], [0.0, 3.0, 3.0, 1.0]])
+    assert_close(next_token_probs(logits, 0.5), torch.softmax(logits / 0.5, dim=-1))
+    top2 = next_token_probs(logits, 1.0, top_k=2)
+    expected = torch.softmax(logits.masked_fill(torch.tensor([[False, False, True, True], [True, False, False, True]]),
+                                                float("-inf")), dim=-1)
+    assert_close(top2, expected)
+    assert next_token_probs(logits, 1.0, top_k=1)[0].tolist() == [1.0, 0.0, 0.0, 0.0]
+    assert_close(next_token_probs(logits, 1.0, top_k=1)[1], torch.tensor([0.0, 0.5, 0.5, 0.0]))  # a tie keeps both
+    assert_close(next_token_probs(logits, 1e-4)[0], torch.tensor([1.0, 0.0, 0.0, 0.0]))
+    for bad in (0, -1.0, True, "1"):
+        with pytest.raises(ValueError, match="temperature must be a number > 0"):
+            next_token_probs(logits, bad)
+    with pytest.raises(ValueError, match="top_k must be a positive int"):
+        next_token_probs(logits, 1.0, top_k=0)
+
+
+def test_generate_with_top_1_is_greedy_and_crops_to_max_len():
+    torch.manual_seed(2)
+    model = LanguageModel(7, d_model=8, num_heads=2, num_layers=1, max_len=5).eval()
+    prompt = torch.tensor([1, 2, 3, 4, 5, 6])  # longer than max_len: the model sees the last 5
+    out = generate(model, prompt, 4, top_k=1, generator=torch.Generator().manual_seed(0))
+    tokens = prompt.clone()
+    for _ in range(4):
+        tokens = torch.cat([tokens, model(tokens[-5:][None])[0, -1].argmax().reshape(1)])
+    assert out.tolist() == tokens[6:].tolist()
+
+
+def test_repeated_tokens_repeat():
+    x = repeated_tokens(3, 5, 10, torch.Generator().manual_seed(0))
+    assert x.shape == (3, 10) and x.dtype == torch.long and torch.equal(x[:, :5], x[:, 5:])
+
+
+def test_scores_on_weights_with_a_known_answer():
+    T = 4
+    previous = torch.zeros(1, 2, 2 * T, 2 * T)
+    previous[0, 0, 0, 0] = 1.0
+    for i in range(1, 2 * T):
+        previous[0, 0, i, i - 1] = 1.0  # head 0: always the previous token
+    previous[0, 1] = torch.eye(2 * T)  # head 1: always itself
+    assert_close(previous_token_score(previous), torch.tensor([1.0, 0.0]))
+    induction = torch.zeros(1, 1, 2 * T, 2 * T)
+    for i in range(2 * T):
+        induction[0, 0, i, i - T + 1 if i >= T else i] = 1.0
+    assert_close(induction_score(induction, T), torch.tensor([1.0]))
+    assert_close(induction_score(previous, T), torch.tensor([1.0 if T == 2 else 0.0, 0.0]))
+    uniform = torch.tril(torch.ones(2 * T, 2 * T))
+    uniform = (uniform / uniform.sum(-1, keepdim=True))[None, None]
+    expected = torch.tensor([sum(1 / (i + 1) for i in range(T, 2 * T)) / T])
+    assert_close(induction_score(uniform, T), expected)
+    with pytest.raises(ValueError, match="expected 2 \\* half_len = 6"):
+        induction_score(induction, 3)
+    with pytest.raises(ValueError, match=r"\(B, H, L, L\)"):
+        previous_token_score(torch.zeros(2, 3))
