@@ -26,6 +26,7 @@ MAX_PAGE_BYTES = 2 * 1024 * 1024  # a page's HTML plus its images
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 PAGES = book.pages()
 NOTEBOOK_PAGES = book.notebook_pages()
+CHAPTERS = book.pages("Chapters")
 SOLUTIONS = [p for p in NOTEBOOK_PAGES if p.startswith("solutions/")]
 EXERCISES = [p for p in NOTEBOOK_PAGES if p.startswith("exercises/")]
 
@@ -160,6 +161,44 @@ def test_page_in_a_browser(server, browser, page_path):
         for img in page.locator("main img").all():
             assert img.evaluate("i => i.complete && i.naturalWidth > 0"), "an image did not load"
         assert problems == [], problems
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("page_path", PAGES)
+def test_a_phone_never_scrolls_the_page_sideways(server, browser, page_path):
+    """At 390 px, the width of a phone, the page fits: long inline code wraps, while code cells,
+    outputs, tables and display maths scroll inside their own box."""
+    context = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True)
+    try:
+        page = context.new_page()
+        page.goto(f"{server}/{page_path}.html", wait_until="networkidle")
+        if "\\(" in _html(HTML, page_path) or "\\[" in _html(HTML, page_path):
+            page.wait_for_selector("mjx-container", state="attached", timeout=15000)
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        culprits = page.evaluate("""() => [...document.querySelectorAll('main *')]
+            .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1)
+            .filter(e => !e.closest('div.highlight, div.cell_output, div.output, mjx-container, table, .ls-interactive'))
+            .slice(0, 5).map(e => e.tagName + '.' + e.className + ': ' + (e.innerText || '').slice(0, 60))""")
+        assert overflow <= 0, f"{page_path}: the page is {overflow} px wider than a 390 px phone: {culprits}"
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("page_path", CHAPTERS)
+def test_predict_first_answers_open_on_a_click(server, browser, page_path):
+    """Every chapter asks at least two "predict first" questions whose answers stay hidden until the
+    reader clicks (a details element: no script, works offline)."""
+    context, page, _ = _open(browser, server, page_path)
+    try:
+        questions = page.locator("details.predict")
+        assert questions.count() >= 2, f"{page_path} has {questions.count()} predict-first questions, expected 2 or more"
+        for i in range(questions.count()):
+            question = questions.nth(i)
+            answer = question.locator("p").first
+            assert not answer.is_visible(), f"{page_path}: answer {i} is visible before the click"
+            question.locator("summary").click()
+            assert answer.is_visible() and answer.inner_text().strip(), f"{page_path}: answer {i} did not open"
     finally:
         context.close()
 
