@@ -169,7 +169,7 @@ MISTAKES = [
     (something_else, "differs from the reference"),
     (stub, "not implemented yet"),
     (raises, "IndexError: boom"),
-    (returns_list, "returned list"),
+    (returns_list, "returned a list"),
     (batched, "shape (1, 6, 6)"),
     (flat, "shape (36,)"),
 ]
@@ -186,12 +186,12 @@ def test_mistakes_are_named(fn, named):
 
 def test_mismatch_shows_the_first_wrong_row():
     result = check_sliding_window_mask(window_plus_one)
-    assert "query 3: expected keys [1, 2, 3], got [0, 1, 2, 3]" in str(result), str(result)
+    assert "first difference at mask[3, 0]: expected False, got True" in str(result), str(result)
 
 
 def test_wrong_dtype_is_also_mentioned_when_the_pattern_is_wrong():
     result = check_sliding_window_mask(float_and_off_by_one)
-    assert "the mask must be torch.bool" in str(result), str(result)
+    assert "also: mask has dtype torch.float32, expected a bool tensor" in str(result), str(result)
 
 
 def test_not_callable_is_feedback():

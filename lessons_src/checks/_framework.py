@@ -532,7 +532,9 @@ def judge(session: Session, where: str, case: Case, got: object, expected: objec
         fields = mistake.matches(case, got, tol=max(tol, 1e-4))
         if fields is not None:
             name, hint = mistake.text(fields)
-            return session.fail(f"{name} ({where})", hint, [*problems[0][1][2][:1], *_expected_got(outputs, items, wanted)])
+            what, _, details = problems[0][1]
+            also = [] if details or what.split(" ")[0] in name else [f"also: {what}"]
+            return session.fail(f"{name} ({where})", hint, [*details[:1], *also, *_expected_got(outputs, items, wanted)])
     what, hint, details = problems[0][1]
     if len(problems) > 1 and all(p[2] and p[0].endswith("differs from the reference") for _, p in problems):
         what = f"{' and '.join(n for n, _ in problems)} differ from the reference"
