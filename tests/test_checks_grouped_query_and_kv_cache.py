@@ -107,7 +107,7 @@ EXPAND_MISTAKES = [
     (reversed_heads, "not in the right order"),
     (scaled, "not copies of any KV head"),
     (with_view, "not contiguous"),
-    (returns_list, "returned list"),
+    (returns_list, "returned a list"),
     (stub, "not implemented yet"),
 ]
 

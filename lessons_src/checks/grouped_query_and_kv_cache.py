@@ -15,12 +15,11 @@ from torch import Tensor
 
 from ..attention import scaled_dot_product_attention
 from ..masks import causal_mask
-from ._framework import Session
+from ._framework import Case, Mistake, Session, done, passed, run_check
 from ._result import (
     CheckResult,
     close,
     finish,
-    not_one_tensor,
     shape_of,
 )
 
@@ -100,22 +99,63 @@ def _expand_cases() -> list[_ExpandCase]:
     ]
 
 
-def _expand_wrong_shapes(kv: Tensor, num_heads: int) -> list[tuple[tuple[int, ...], str, str]]:
-    """Shapes that known mistakes produce: (shape, what is wrong, how to fix)."""
-    B, num_kv_heads, L, head_dim = kv.shape
-    group = num_heads // num_kv_heads
-    fix_dim = f"expand the heads, dim 1: {_REPEAT_INTERLEAVE}."
-    return [
-        ((B * group, num_kv_heads, L, head_dim), "expanded along dim 0 (the batch) instead of dim 1 (the heads)",
-         fix_dim),
-        ((B, num_kv_heads, L * group, head_dim), "expanded along dim 2 (the sequence) instead of dim 1 (the heads)",
-         fix_dim),
-        ((B, num_kv_heads, L, head_dim * group), "expanded along the last dim (the features) instead of dim 1 (the heads)",
-         fix_dim),
-        ((B, num_kv_heads * num_heads, L, head_dim),
-         "each KV head was repeated num_heads times instead of num_heads // H_kv times",
-         "repeat each KV head by the group size `num_heads // kv.size(1)`, so the result has num_heads heads."),
-    ]
+def _shape_is(shape: Callable[[int, int, int, int, int], tuple[int, ...]]) -> Callable[[Case, object], bool]:
+    """A predicate: the result has ``shape(B, H_kv, L, d, group)``."""
+
+    def predicate(case: Case, got: object) -> bool:
+        B, num_kv_heads, L, head_dim = case.args["kv"].shape
+        group = case.args["num_heads"] // num_kv_heads
+        return isinstance(got, Tensor) and tuple(got.shape) == shape(B, num_kv_heads, L, head_dim, group)
+
+    return predicate
+
+
+def _grouping(order: str) -> Callable[[Case, object], dict[str, object] | None]:
+    """A predicate on which KV head each query head copies: ``"tiled"`` (h % H_kv) or ``"other"`` (any order)."""
+
+    def predicate(case: Case, got: object) -> dict[str, object] | None:
+        kv, num_heads = case.args["kv"], case.args["num_heads"]
+        if not isinstance(got, Tensor) or got.shape != _expand(kv, num_heads).shape or got.dtype.is_complex:
+            return None
+        used = _heads_used(got.detach(), kv)
+        wanted = [h // (num_heads // kv.size(1)) for h in range(num_heads)]
+        tiled = used == [h % kv.size(1) for h in range(num_heads)]
+        if None in used or (order == "tiled") != tiled:
+            return None
+        return {"used": used, "wanted": wanted}
+
+    return predicate
+
+
+_FIX_DIM = f"expand the heads, dim 1: {_REPEAT_INTERLEAVE}."
+
+EXPAND_MISTAKES = [
+    Mistake("expanded along dim 0 (the batch) instead of dim 1 (the heads)", _FIX_DIM,
+            looks_like=_shape_is(lambda B, Hkv, L, d, g: (B * g, Hkv, L, d))),
+    Mistake("expanded along dim 2 (the sequence) instead of dim 1 (the heads)", _FIX_DIM,
+            looks_like=_shape_is(lambda B, Hkv, L, d, g: (B, Hkv, L * g, d))),
+    Mistake("expanded along the last dim (the features) instead of dim 1 (the heads)", _FIX_DIM,
+            looks_like=_shape_is(lambda B, Hkv, L, d, g: (B, Hkv, L, d * g))),
+    Mistake("each KV head was repeated num_heads times instead of num_heads // H_kv times",
+            "repeat each KV head by the group size `num_heads // kv.size(1)`, so the result has num_heads heads.",
+            looks_like=_shape_is(lambda B, Hkv, L, d, g: (B, Hkv * Hkv * g, L, d))),
+    Mistake("wrong grouping: query head h got KV head h % H_kv (the order of `repeat`/tiling), not h // (H / H_kv): "
+            "query heads got KV heads {used}, expected {wanted}",
+            f"{_CONVENTION}. `kv.repeat(1, group, 1, 1)` tiles [0, 1, 0, 1, ...]; use {_REPEAT_INTERLEAVE}, which "
+            "gives [0, 0, ..., 1, 1, ...].", looks_like=_grouping("tiled")),
+    Mistake("every head is a copy of a KV head, but not in the right order: query heads got KV heads {used}, "
+            "expected {wanted}", f"{_CONVENTION}: {_REPEAT_INTERLEAVE}.", looks_like=_grouping("other")),
+    Mistake("the values differ from the reference: some heads are not copies of any KV head",
+            f"expansion only copies: each output head must equal one input KV head, unchanged. {_CONVENTION}.",
+            looks_like=lambda case, got: isinstance(got, Tensor) and not got.dtype.is_complex
+            and got.shape == _expand(case.args["kv"], case.args["num_heads"]).shape
+            and None in _heads_used(got.detach(), case.args["kv"])),
+]
+
+_VIEW_HINT = (r"view size is not compatible",
+              "the tensor is not contiguous (it came from a transpose), so `.view` cannot reshape it: "
+              "use `.reshape`, or `repeat_interleave`, which needs no reshape.",
+              "`.view` on a tensor that is not contiguous (it came from a transpose)")
 
 
 def check_expand_kv(fn: Callable[..., object]) -> CheckResult:
@@ -127,47 +167,15 @@ def check_expand_kv(fn: Callable[..., object]) -> CheckResult:
     expansion), groups of 2 with odd sizes, and a non-contiguous input. Names: ``repeat``/tiling
     instead of ``repeat_interleave`` (head h gets KV head h % H_kv), expanding the wrong
     dimension (batch, sequence or features), repeating by num_heads instead of the group size.
+    Built on ``_framework.py``: the mistakes are the table :data:`EXPAND_MISTAKES`.
     """
-    name = "check_expand_kv"
-    cases = _expand_cases()
-    for number, case in enumerate(cases, start=1):
-        where = f"case {number}/{len(cases)} ({case.description})"
-        result, failure = _call(name, where, fn, case.kv, case.num_heads)
-        if failure is not None:
-            return failure
-        expected = _expand(case.kv, case.num_heads)
-        wrong = not_one_tensor(name, where, result, "return the expanded tensor of shape (B, num_heads, L, d), "
-                               f"e.g. {_REPEAT_INTERLEAVE}.")
-        if wrong is not None:
-            return finish(wrong)
-        if result.shape != expected.shape:
-            for shape, what, fix in _expand_wrong_shapes(case.kv, case.num_heads):
-                if tuple(result.shape) == shape:
-                    return finish(CheckResult(name, False, f"{where}: {what}", fix,
-                                              [f"got shape {shape_of(result)}, expected {tuple(expected.shape)}"]))
-            return finish(CheckResult(name, False, f"{where}: the result has shape {shape_of(result)}, expected "
-                                      f"{tuple(expected.shape)} = (B, num_heads, L, d)",
-                                      f"keep B, L and d; only the head dim grows from H_kv to num_heads: "
-                                      f"{_REPEAT_INTERLEAVE}."))
-        if close(result, expected):
-            continue
-        num_kv_heads = case.kv.size(1)
-        used = _heads_used(result.detach(), case.kv)
-        wanted = [h // (case.num_heads // num_kv_heads) for h in range(case.num_heads)]
-        details = [f"query heads got KV heads {used}, expected {wanted}"]
-        if used == [h % num_kv_heads for h in range(case.num_heads)]:
-            return finish(CheckResult(
-                name, False, f"{where}: wrong grouping: query head h got KV head h % H_kv (the order of "
-                "`repeat`/tiling), not h // (H / H_kv)", f"{_CONVENTION}. `kv.repeat(1, group, 1, 1)` tiles "
-                f"[0, 1, 0, 1, ...]; use {_REPEAT_INTERLEAVE}, which gives [0, 0, ..., 1, 1, ...].", details))
-        if None not in used:
-            return finish(CheckResult(name, False, f"{where}: every head is a copy of a KV head, but not in the "
-                                      "right order", f"{_CONVENTION}: {_REPEAT_INTERLEAVE}.", details))
-        return finish(CheckResult(name, False, f"{where}: the values differ from the reference: some heads are not "
-                                  "copies of any KV head", "expansion only copies: each output head must equal one "
-                                  f"input KV head, unchanged. {_CONVENTION}.", details))
-    return finish(CheckResult(name, True, f"all {len(cases)} cases match the reference (groups of 4 and 2, "
-                              "multi-query, multi-head, a non-contiguous input)"))
+    session = Session("check_expand_kv", [_VIEW_HINT])
+    cases = [Case(c.description, {"kv": c.kv, "num_heads": c.num_heads}) for c in _expand_cases()]
+    failure = run_check(session, fn, cases, _expand, ("expanded",), EXPAND_MISTAKES)
+    if failure is not None:
+        return done(failure)
+    return done(passed(session, f"all {len(cases)} cases match the reference (groups of 4 and 2, multi-query, "
+                                "multi-head, a non-contiguous input)"))
 
 
 # -- attend_with_cache ----------------------------------------------------------------------------
