@@ -172,11 +172,11 @@ MISTAKES = [
     (ignores_base, "the base argument is ignored"),
     (cos_only, "the norms are not preserved"),
     (degrees_not_radians, "the output differs from the reference (pair lengths are preserved"),
-    (returns_float32, "the dtype is torch.float32, expected x's dtype torch.float64"),
+    (returns_float32, "has dtype torch.float32, expected torch.float64"),
     (returns_one_coordinate, "one coordinate per pair"),
     (returns_tuple, "expected one tensor"),
-    (returns_none, "returned NoneType, expected a tensor"),
-    (no_base_parameter, "cannot be called as apply_rope(x, positions, base)"),
+    (returns_none, "returned None"),
+    (no_base_parameter, "does not take the exercise's parameters"),
     (stub, "not implemented yet"),
 ]
 

@@ -195,7 +195,8 @@ ERROR_HINTS: list[tuple[str, ...]] = [
     (r"positional-only arguments passed as keyword arguments: '(?P<kw>\w+)'",
      "make `\\g<kw>` an ordinary parameter (no `/` before it): the check passes it by name, `\\g<kw>=...`."),
     (r"takes (?P<n>\d+) positional arguments? but (?P<m>\d+) (were|was) given|missing \d+ required positional",
-     "give your function exactly the parameters of the exercise's stub, in the same order."),
+     "give your function exactly the parameters of the exercise's stub, in the same order.",
+     "your function does not take the exercise's parameters"),
     (r"mat1 and mat2 shapes cannot be multiplied|size of tensor a \(\d+\) must match|shapes cannot be multiplied"
      r"|must match the size of tensor b",
      "two tensors with incompatible shapes meet in one step: print the shape of each intermediate tensor; "
@@ -450,7 +451,8 @@ def _first_difference(name: str, got: Tensor, expected: Tensor, tol: float) -> l
     return lines
 
 
-def _verdict_one(name: str, got: object, expected: object, tol: float) -> tuple[str, str, list[str]] | None:
+def _verdict_one(name: str, got: object, expected: object, tol: float,
+                 same_dtype: bool = False) -> tuple[str, str, list[str]] | None:
     """None when ``got`` is right; otherwise (what is wrong, hint, details) for one returned item."""
     if isinstance(expected, (int, float)) and not isinstance(expected, bool):
         number = _number(got)
@@ -478,6 +480,9 @@ def _verdict_one(name: str, got: object, expected: object, tol: float) -> tuple[
     if _kind(expected.dtype) == "float" and got.dtype in (torch.float16, torch.bfloat16):
         return (f"{name} has dtype {got.dtype}, too imprecise to compare, expected float32",
                 "compute in the dtype of the inputs (float32): do not call `.half()`.", [])
+    if same_dtype and got.dtype != expected.dtype:
+        return (f"{name} has dtype {got.dtype}, expected {expected.dtype}, the dtype of the input",
+                "compute in the input's dtype, or cast at the end: `.to(x.dtype)`.", [])
     if got.shape != expected.shape:
         return (f"{name} has shape {tuple(got.shape)}, expected {tuple(expected.shape)}",
                 "print the shape after each step and compare with the exercise's docstring.", [])
@@ -498,12 +503,15 @@ def _verdict_one(name: str, got: object, expected: object, tol: float) -> tuple[
 
 
 def judge(session: Session, where: str, case: Case, got: object, expected: object,
-          outputs: Sequence[str], mistakes: Sequence[Mistake] = (), tol: float = 1e-5) -> CheckResult | None:
+          outputs: Sequence[str], mistakes: Sequence[Mistake] = (), tol: float = 1e-5,
+          same_dtype: bool = False) -> CheckResult | None:
     """None when ``got`` is right; otherwise the failure (not finished), naming the mistake first.
 
     ``expected`` is the reference's result: one tensor or number (``outputs`` has one name) or a
     tuple (one name per item). Order: type -> device/dtype -> shape -> values -> known mistakes
     -> the first difference; a known mistake matched after the type step replaces the generic verdict.
+    Float results may come back in float32 or float64 unless ``same_dtype`` (then exactly the
+    reference's dtype).
     """
     many = len(outputs) > 1
     if got is None:
@@ -524,7 +532,7 @@ def judge(session: Session, where: str, case: Case, got: object, expected: objec
                                 f"({where})",
                                 f"return only {outputs[0]}: `return {outputs[0]}`.")
         items, wanted = [got], [expected]
-    problems = [(n, _verdict_one(n, g, e, tol)) for n, g, e in zip(outputs, items, wanted, strict=True)]
+    problems = [(n, _verdict_one(n, g, e, tol, same_dtype)) for n, g, e in zip(outputs, items, wanted, strict=True)]
     problems = [(n, p) for n, p in problems if p is not None]
     if not problems:
         return None
@@ -557,7 +565,7 @@ def _expected_got(outputs: Sequence[str], items: Sequence[object], wanted: Seque
 
 def run_check(session: Session, fn: Callable[..., object], cases: Sequence[Case], reference: Callable[..., object],
               outputs: Sequence[str], mistakes: Sequence[Mistake] = (), tol: float = 1e-5,
-              before: Sequence[Mistake] = ()) -> CheckResult | None:
+              before: Sequence[Mistake] = (), same_dtype: bool = False) -> CheckResult | None:
     """Run ``fn`` on every case and judge it against ``reference``: None when all pass, else the failure.
 
     ``before``: mistakes recognised by a predicate on the function itself or its signature
@@ -574,7 +582,7 @@ def run_check(session: Session, fn: Callable[..., object], cases: Sequence[Case]
         if failure is not None:
             return failure
         expected = reference(*[_copy(v) for v in case.args.values()], **{k: _copy(v) for k, v in case.kwargs.items()})
-        failure = judge(session, where, case, got, expected, outputs, mistakes, tol)
+        failure = judge(session, where, case, got, expected, outputs, mistakes, tol, same_dtype)
         if failure is not None:
             if number > 1:
                 failure.details.append("case 1 passed" if number == 2 else f"cases 1-{number - 1} passed")
