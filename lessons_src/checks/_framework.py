@@ -39,7 +39,8 @@ from torch import Tensor
 from ._result import DEVICE_HINT, NOT_IMPLEMENTED, CheckResult, finish, is_device_error, receive
 
 __all__ = ["Case", "Mistake", "Session", "ERROR_HINTS", "LIMITS", "time_limits", "run_check", "judge",
-           "learner_line", "describe_error", "CALLS", "call_limited", "TimeLimit", "passed", "done"]
+           "learner_line", "describe_error", "CALLS", "call_limited", "TimeLimit", "passed", "done", "mask_pattern",
+           "mask_mistakes", "pattern_is", "shape_is"]
 
 
 # -- time limits -----------------------------------------------------------------------------------
@@ -598,3 +599,74 @@ def passed(session: Session, summary: str) -> CheckResult:
 def done(result: CheckResult) -> CheckResult:
     """Finish ``result`` (raises under ``LESSONS_SRC_STRICT=1`` if it failed)."""
     return finish(result)
+
+
+# -- masks: a pattern whatever the dtype -------------------------------------------------------------
+
+
+def mask_pattern(got: object) -> Tensor | None:
+    """The bool pattern of a learner's mask of any real dtype (True = may attend), or None.
+
+    A bool mask is itself; an additive float mask (0 where allowed, -inf or a large negative
+    number where blocked) reads as ``== 0``; any other number as ``!= 0``. The mistakes of a mask
+    exercise are judged on this pattern, so a float mask that is also off by one is named for
+    both (the dtype comes as an "also:" line).
+    """
+    if not isinstance(got, Tensor) or got.dtype.is_complex:
+        return None
+    if got.dtype == torch.bool:
+        return got
+    if got.is_floating_point() and bool((got <= 0).all()) and bool((got < 0).any()):
+        return got == 0
+    return got != 0
+
+
+def _additive(got: Tensor) -> bool:
+    return got.is_floating_point() and bool((got <= 0).all()) and bool((got < 0).any())
+
+
+def mask_mistakes(reference: Callable[..., Tensor], what_right: str = "the values are right") -> list[Mistake]:
+    """The two dtype mistakes of any mask exercise: a right pattern as an additive float mask, or as numbers."""
+
+    def right(additive: bool) -> Callable[[Case, object], object]:
+        def predicate(case: Case, got: object) -> object:
+            if not isinstance(got, Tensor) or got.dtype in (torch.bool,) or got.dtype.is_complex:
+                return None
+            expected = reference(*case.args.values(), **case.kwargs)
+            if _additive(got) != additive or got.shape != expected.shape:
+                return None
+            return {"dtype": got.dtype} if torch.equal(mask_pattern(got), expected) else None
+
+        return predicate
+
+    return [
+        Mistake(f"an additive float mask (0 / -inf, dtype {{dtype}}), not a boolean one; {what_right}",
+                "return the boolean mask itself, True = may attend (what masked_fill and "
+                "F.scaled_dot_product_attention take as a mask); convert with `mask == 0`, or build it with "
+                "comparisons. A float mask is *added* to the scores.", looks_like=right(True)),
+        Mistake(f"dtype {{dtype}}, expected torch.bool; {what_right}",
+                "return a boolean mask: comparisons (`<`, `>=`) and `&` give bools directly, "
+                "`torch.ones(..., dtype=torch.bool)` makes a boolean tensor, `.bool()` converts a 0/1 one. "
+                "`~mask` and `masked_fill(~mask, ...)` only work on booleans.", looks_like=right(False)),
+    ]
+
+
+def pattern_is(wrong: Callable[..., Tensor]) -> Callable[[Case, object], bool]:
+    """A predicate: the learner's mask pattern (:func:`mask_pattern`) equals ``wrong(*case.args.values())``."""
+
+    def predicate(case: Case, got: object) -> bool:
+        pattern = mask_pattern(got)
+        expected = wrong(*case.args.values(), **case.kwargs)
+        return pattern is not None and pattern.shape == expected.shape and torch.equal(pattern, expected)
+
+    return predicate
+
+
+def shape_is(shape: Callable[..., tuple[int, ...] | None]) -> Callable[[Case, object], bool]:
+    """A predicate: the learner's tensor has ``shape(**case.info)``."""
+
+    def predicate(case: Case, got: object) -> bool:
+        return isinstance(got, Tensor) and tuple(got.shape) == shape(**case.info)
+
+    return predicate
+

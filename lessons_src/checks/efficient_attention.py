@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from ..masks import sliding_window_mask
-from ._framework import Case, Mistake, Session, done, passed, run_check
+from ._framework import Case, Mistake, Session, done, mask_pattern, passed, run_check
 from ._result import CheckResult
 
 __all__ = ["check_sliding_window_mask"]
@@ -31,22 +31,11 @@ def _offsets(seq_len: int) -> Tensor:
     return positions[:, None] - positions[None, :]  # (L, L): i - j, query i (row), key j (column)
 
 
-def _pattern(got: object) -> Tensor | None:
-    """The bool pattern of a learner's (L, L) mask of any real dtype: an additive 0/-inf mask reads as ``== 0``."""
-    if not isinstance(got, Tensor) or got.dtype.is_complex:
-        return None
-    if got.dtype == torch.bool:
-        return got
-    if got.is_floating_point() and bool((got <= 0).all()) and bool((got < 0).any()):
-        return got == 0
-    return got != 0
-
-
 def _is(wrong: Callable[[int, int], Tensor]) -> Callable[[Case, object], bool]:
     """A predicate: the learner's pattern equals ``wrong(seq_len, window)``."""
 
     def predicate(case: Case, got: object) -> bool:
-        pattern = _pattern(got)
+        pattern = mask_pattern(got)
         expected = wrong(**case.args)
         return pattern is not None and pattern.shape == expected.shape and torch.equal(pattern, expected)
 
@@ -59,25 +48,25 @@ def _band(low: int, high: Callable[[int], int]) -> Callable[[int, int], Tensor]:
 
 
 def _future_visible(case: Case, got: object) -> bool:
-    pattern = _pattern(got)
+    pattern = mask_pattern(got)
     L = case.args["seq_len"]
     return pattern is not None and pattern.shape == (L, L) and bool((pattern & ~torch.ones(L, L).bool().tril()).any())
 
 
 def _diagonal_missing(case: Case, got: object) -> bool:
-    pattern, expected = _pattern(got), sliding_window_mask(**case.args)
+    pattern, expected = mask_pattern(got), sliding_window_mask(**case.args)
     if pattern is None or pattern.shape != expected.shape or pattern.diagonal().all():
         return False
     off = ~torch.eye(expected.size(0), dtype=torch.bool)
     return torch.equal(pattern & off, expected & off)
 
 
-def _right_pattern(additive: bool) -> Callable[[Case, object], bool]:
+def _rightmask_pattern(additive: bool) -> Callable[[Case, object], bool]:
     def predicate(case: Case, got: object) -> bool:
         if not isinstance(got, Tensor) or got.dtype == torch.bool or got.dtype.is_complex:
             return False
         is_additive = got.is_floating_point() and bool((got <= 0).all()) and bool((got < 0).any())
-        return is_additive == additive and torch.equal(_pattern(got), sliding_window_mask(**case.args))
+        return is_additive == additive and torch.equal(mask_pattern(got), sliding_window_mask(**case.args))
 
     return predicate
 
@@ -87,11 +76,11 @@ _RULE = "key j is visible to query i when 0 <= i - j < window, i.e. keys i-windo
 MISTAKES = [
     Mistake("an additive float mask (0 = may attend, a negative number = blocked), not a boolean one",
             "return the boolean mask itself, True = may attend (e.g. `mask == 0` of yours). The course's attention "
-            "functions take bool masks; a float mask is added to the scores.", looks_like=_right_pattern(True)),
+            "functions take bool masks; a float mask is added to the scores.", looks_like=_rightmask_pattern(True)),
     Mistake("the pattern is right but the dtype is {dtype}, not torch.bool",
             "return a bool tensor (`.bool()`, or build it from comparisons such as `>=` and `<`). "
             "`F.scaled_dot_product_attention` *adds* a float mask to the scores, so 1.0/0.0 would block nothing.",
-            looks_like=lambda case, got: _right_pattern(False)(case, got) and {"dtype": got.dtype}),
+            looks_like=lambda case, got: _rightmask_pattern(False)(case, got) and {"dtype": got.dtype}),
     Mistake("the mask is inverted (True where the query may NOT attend)",
             "the course's masks mean True = may attend, as in `F.scaled_dot_product_attention`: return the band "
             "itself, not its complement (drop the `~`, or swap True and False).",
