@@ -321,7 +321,7 @@ def test_not_callable_is_feedback(check):
 
 def test_wrong_return_types_are_feedback():
     assert "expected a tensor" in str(check_split_heads(lambda x, num_heads: "heads"))
-    assert "expected a tensor" in str(check_merge_heads(lambda x: None))
+    assert "returned None" in str(check_merge_heads(lambda x: None))
     assert "expected a tuple" in str(check_multi_head_forward(lambda *a, **k: None))
 
 

@@ -27,7 +27,8 @@ from torch import Tensor
 
 from ..masks import padding_mask
 from ..multihead import MultiHeadAttention
-from ._result import CheckResult, call_learner, close, finish, not_one_tensor, same_up_to_nan, shape_of
+from ._framework import Case, Mistake, Session, passed, run_check, shape_is
+from ._result import CheckResult, call_learner, close, finish, same_up_to_nan, shape_of
 
 __all__ = ["check_split_heads", "check_merge_heads", "check_multi_head_forward", "check_multi_head_attention"]
 
@@ -132,59 +133,66 @@ def _merge_interleaved(x: Tensor) -> Tensor:
 # -- split_heads -----------------------------------------------------------------------------------
 
 
-def _split_cases() -> list[tuple[str, Tensor, int]]:
+def _split_cases() -> list[Case]:
     g = torch.Generator().manual_seed(4)
     # L, H and d_k differ within each case, so a swapped axis shows in the shape.
-    return [
-        ("x of shape (2, 5, 12), num_heads=3 (d_k=4)", torch.randn(2, 5, 12, generator=g), 3),
-        ("x of shape (1, 6, 16), num_heads=4 (d_k=4)", torch.randn(1, 6, 16, generator=g), 4),
-        ("x of shape (3, 4, 16), num_heads=8 (d_k=2)", torch.randn(3, 4, 16, generator=g), 8),
-        ("x of shape (2, 3, 6), num_heads=1 (one head: d_k = d_model)", torch.randn(2, 3, 6, generator=g), 1),
-    ]
+    cases = []
+    for shape, num_heads, note in (((2, 5, 12), 3, ""), ((1, 6, 16), 4, ""), ((3, 4, 16), 8, ""),
+                                   ((2, 3, 6), 1, ", one head: d_k = d_model")):
+        B, L, D = shape
+        cases.append(Case(f"split_heads, x of shape {shape}, num_heads={num_heads} (d_k={D // num_heads}{note})",
+                          {"x": torch.randn(*shape, generator=g), "num_heads": num_heads},
+                          info={"B": B, "L": L, "D": D, "H": num_heads, "d_k": D // num_heads}))
+    return cases
+
+
+def _wrong_values(reference: Callable[..., Tensor]) -> Callable[[Case, object], bool]:
+    """A predicate: the right shape, but the values differ (the last resort of the reshapes' tables)."""
+    return lambda case, got: (isinstance(got, Tensor) and not got.dtype.is_complex
+                              and got.shape == reference(*case.args.values()).shape)
+
+
+SPLIT_MISTAKES = [
+    Mistake("returned shape (B, L, H, d_k) = ({B}, {L}, {H}, {d_k}): the head axis is not moved in front of the "
+            "positions", "add `.transpose(1, 2)` after the view, giving (B, H, L, d_k): attention then treats (B, H) "
+            "as batch dimensions, one attention per head.",
+            looks_like=shape_is(lambda B, L, D, H, d_k: (B, L, H, d_k) if L != H else None)),
+    Mistake("returned shape (B, H, L, d_model) = ({B}, {H}, {L}, {D}): each head has all d_model={D} features "
+            "(wrong head dimension)", "each head gets a slice of d_k = d_model // num_heads = {d_k} features, not a "
+            "copy of all d_model of them.", looks_like=shape_is(lambda B, L, D, H, d_k: (B, H, L, D) if H > 1 else None)),
+    Mistake("reshape without transpose (`x.view(B, H, L, d_k)`) mixes positions across heads", _FIX_NO_TRANSPOSE_SPLIT,
+            _split_no_transpose),
+    Mistake("the heads are interleaved (head h takes features h, h+H, h+2H, ...)", _FIX_INTERLEAVED,
+            _split_interleaved),
+    Mistake("the right shape but the wrong values", "head h of position l must hold x[b, l, h*d_k:(h+1)*d_k]; "
+            "`x.view(B, L, num_heads, d_k).transpose(1, 2)` does exactly that.", looks_like=_wrong_values(_split)),
+]
+
+#: The exceptions the reshapes and the forward pass often raise, named (the framework's table comes after).
+HINTS = [
+    (r"view size is not compatible", _FIX_VIEW_AFTER_TRANSPOSE, "`.view` after a transpose (the tensor is not contiguous)"),
+    (r"is invalid for input of size",
+     "wrong head dimension: each head gets d_k = d_model // num_heads features, not d_model; the sizes in a view must "
+     "multiply to the tensor's size: `x.view(B, L, num_heads, d_model // num_heads)`.",
+     "wrong head dimension: a view's sizes do not multiply to the tensor's size"),
+    (r"float.*(int|size)|(int|size).*float", "d_model / num_heads is a float in Python 3: use integer division, "
+     "`d_model // num_heads`.", "d_model / num_heads is a float: integer division `//` is needed"),
+]
+
+
+def _label(failure: CheckResult, function: str) -> CheckResult:
+    if failure.summary == "not implemented yet":
+        failure.summary = f"{function}: not implemented yet"
+    return failure
 
 
 def _run_split(fn: object, name: str) -> CheckResult:
+    session = Session(name, HINTS)
     cases = _split_cases()
-    for number, (description, x, num_heads) in enumerate(cases, start=1):
-        where = f"split_heads, case {number}/{len(cases)} ({description})"
-        B, L, D = x.shape
-        d_k = D // num_heads
-        result, failure = call_learner(name, where, fn, x, num_heads)
-        if failure is not None:
-            return _refine(failure, "split_heads", D, num_heads)
-        expected = _split(x, num_heads)
-        wrong = not_one_tensor(name, where, result, "return the split tensor, of shape (B, H, L, d_k).")
-        if wrong is not None:
-            return wrong
-        if result.shape != expected.shape:
-            got = tuple(result.shape)
-            if got == (B, L, num_heads, d_k):
-                summary, hint = (f"{where}: returned shape {got} = (B, L, H, d_k): the head axis is not moved "
-                                 "in front of the positions",
-                                 "add `.transpose(1, 2)` after the view, giving (B, H, L, d_k): attention then "
-                                 "treats (B, H) as batch dimensions, one attention per head.")
-            elif got == (B, num_heads, L, D):
-                summary, hint = (f"{where}: returned shape {got}: each head has all d_model={D} features "
-                                 "(wrong head dimension)",
-                                 f"each head gets a slice of d_k = d_model // num_heads = {d_k} features, "
-                                 "not a copy of all d_model of them.")
-            else:
-                summary, hint = (f"{where}: returned shape {got}, expected {tuple(expected.shape)} = (B, H, L, d_k)",
-                                 "`x.view(B, L, num_heads, d_model // num_heads).transpose(1, 2)`.")
-            return CheckResult(name, False, summary, hint)
-        if close(result, expected):
-            continue
-        if close(result, _split_no_transpose(x, num_heads)):
-            return CheckResult(name, False, f"{where}: reshape without transpose (`x.view(B, H, L, d_k)`) "
-                               "mixes positions across heads", _FIX_NO_TRANSPOSE_SPLIT)
-        if close(result, _split_interleaved(x, num_heads)):
-            return CheckResult(name, False, f"{where}: the heads are interleaved (head h takes features "
-                               "h, h+H, h+2H, ...)", _FIX_INTERLEAVED)
-        return CheckResult(name, False, f"{where}: the right shape but the wrong values",
-                           "head h of position l must hold x[b, l, h*d_k:(h+1)*d_k]; "
-                           "`x.view(B, L, num_heads, d_k).transpose(1, 2)` does exactly that.",
-                           [f"largest difference: {(result.detach().double() - expected.double()).abs().max():.3g}"])
-    return CheckResult(name, True, f"split_heads matches the reference on all {len(cases)} cases")
+    failure = run_check(session, fn, cases, _split, ("the split tensor",), SPLIT_MISTAKES)
+    if failure is not None:
+        return _label(failure, "split_heads")
+    return passed(session, f"split_heads matches the reference on all {len(cases)} cases")
 
 
 def check_split_heads(fn: Callable[..., object]) -> CheckResult:
@@ -195,50 +203,36 @@ def check_split_heads(fn: Callable[..., object]) -> CheckResult:
 # -- merge_heads -----------------------------------------------------------------------------------
 
 
-def _merge_cases() -> list[tuple[str, Tensor]]:
+def _merge_cases() -> list[Case]:
     g = torch.Generator().manual_seed(5)
-    return [
-        ("x of shape (2, 3, 5, 4) = (B, H, L, d_k)", torch.randn(2, 3, 5, 4, generator=g)),
-        ("x of shape (1, 4, 6, 2)", torch.randn(1, 4, 6, 2, generator=g)),
-        ("x of shape (2, 1, 3, 6) (one head)", torch.randn(2, 1, 3, 6, generator=g)),
-    ]
+    cases = []
+    for shape, note in (((2, 3, 5, 4), " = (B, H, L, d_k)"), ((1, 4, 6, 2), ""), ((2, 1, 3, 6), " (one head)")):
+        B, H, L, d_k = shape
+        cases.append(Case(f"merge_heads, x of shape {shape}{note}", {"x": torch.randn(*shape, generator=g)},
+                          info={"B": B, "H": H, "L": L, "d_k": d_k}))
+    return cases
+
+
+MERGE_MISTAKES = [
+    Mistake("returned shape (B, L, H, d_k): the heads are not flattened back into d_model",
+            "finish with `.reshape(B, L, H * d_k)`.", looks_like=shape_is(lambda B, H, L, d_k: (B, L, H, d_k))),
+    Mistake("merged without the inverse transpose (a reshape of (B, H, L, d_k) straight to (B, L, D))",
+            _FIX_NO_TRANSPOSE_MERGE, _merge_no_transpose),
+    Mistake("the heads are interleaved in the output (feature j*H + h comes from head h)",
+            "put each head's d_k features side by side: transpose to (B, L, H, d_k), then reshape to (B, L, H * d_k), "
+            "so head h fills features h*d_k .. (h+1)*d_k - 1.", _merge_interleaved),
+    Mistake("the right shape but the wrong values",
+            "the inverse of split_heads: `x.transpose(1, 2).reshape(B, L, H * d_k)`.", looks_like=_wrong_values(_merge)),
+]
 
 
 def _run_merge(fn: object, name: str) -> CheckResult:
+    session = Session(name, HINTS)
     cases = _merge_cases()
-    for number, (description, x) in enumerate(cases, start=1):
-        where = f"merge_heads, case {number}/{len(cases)} ({description})"
-        B, H, L, d_k = x.shape
-        result, failure = call_learner(name, where, fn, x)
-        if failure is not None:
-            return _refine(failure, "merge_heads", H * d_k, H)
-        expected = _merge(x)
-        wrong = not_one_tensor(name, where, result, "return the merged tensor, of shape (B, L, D).")
-        if wrong is not None:
-            return wrong
-        if result.shape != expected.shape:
-            got = tuple(result.shape)
-            if got == (B, L, H, d_k):
-                summary, hint = (f"{where}: returned shape {got} = (B, L, H, d_k): the heads are not flattened "
-                                 "back into d_model", "finish with `.reshape(B, L, H * d_k)`.")
-            else:
-                summary, hint = (f"{where}: returned shape {got}, expected {tuple(expected.shape)} = (B, L, D)",
-                                 "`x.transpose(1, 2).reshape(B, L, H * d_k)`.")
-            return CheckResult(name, False, summary, hint)
-        if close(result, expected):
-            continue
-        if close(result, _merge_no_transpose(x)):
-            return CheckResult(name, False, f"{where}: merged without the inverse transpose "
-                               "(a reshape of (B, H, L, d_k) straight to (B, L, D))", _FIX_NO_TRANSPOSE_MERGE)
-        if close(result, _merge_interleaved(x)):
-            return CheckResult(name, False, f"{where}: the heads are interleaved in the output (feature "
-                               "j*H + h comes from head h)",
-                               "put each head's d_k features side by side: transpose to (B, L, H, d_k), "
-                               "then reshape to (B, L, H * d_k), so head h fills features h*d_k .. (h+1)*d_k - 1.")
-        return CheckResult(name, False, f"{where}: the right shape but the wrong values",
-                           "the inverse of split_heads: `x.transpose(1, 2).reshape(B, L, H * d_k)`.",
-                           [f"largest difference: {(result.detach().double() - expected.double()).abs().max():.3g}"])
-    return CheckResult(name, True, f"merge_heads matches the reference on all {len(cases)} cases")
+    failure = run_check(session, fn, cases, _merge, ("the merged tensor",), MERGE_MISTAKES)
+    if failure is not None:
+        return _label(failure, "merge_heads")
+    return passed(session, f"merge_heads matches the reference on all {len(cases)} cases")
 
 
 def check_merge_heads(fn: Callable[..., object]) -> CheckResult:
