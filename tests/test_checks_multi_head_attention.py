@@ -322,7 +322,7 @@ def test_not_callable_is_feedback(check):
 def test_wrong_return_types_are_feedback():
     assert "expected a tensor" in str(check_split_heads(lambda x, num_heads: "heads"))
     assert "returned None" in str(check_merge_heads(lambda x: None))
-    assert "expected a tuple" in str(check_multi_head_forward(lambda *a, **k: None))
+    assert "returned None" in str(check_multi_head_forward(lambda *a, **k: None))
 
 
 
@@ -386,3 +386,17 @@ def forward_log_softmax(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=N
 
 add_fns(CHECK, (split_view, merge_reshape, forward_keys_with_w_q), "keys are projected with w_q")
 add_fns(CHECK, (split_view, merge_reshape, forward_log_softmax), "log-softmax")
+
+
+def forward_scales_w_q_in_place(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    with torch.no_grad():
+        w_q.weight /= math.sqrt(query.size(-1) // num_heads)  # folds the scale into the weights, in place
+    q, k, v = (split_view(w(x), num_heads) for w, x in ((w_q, query), (w_k, key), (w_v, value)))
+    scores = q @ k.transpose(-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return w_o(merge_reshape(weights @ v)), weights
+
+
+add_fns(CHECK, (split_view, merge_reshape, forward_scales_w_q_in_place), "changed the weights of `w_q` in place")

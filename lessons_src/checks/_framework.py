@@ -21,6 +21,7 @@ whose details say what was expected and what came back, and whose hint is one co
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 import math
 import os
@@ -242,8 +243,17 @@ def describe_error(exc: BaseException, hints: Sequence[tuple[str, ...]] = ()) ->
 # -- one run of a check ----------------------------------------------------------------------------
 
 
-def _copy(value: object) -> object:
-    return value.clone() if isinstance(value, Tensor) else value
+def _copy(value: object, modules: bool = False) -> object:
+    if isinstance(value, Tensor):
+        return value.clone()
+    if modules and isinstance(value, torch.nn.Module):
+        return copy.deepcopy(value)
+    return value
+
+
+def _module_unchanged(before: torch.nn.Module, after: torch.nn.Module) -> bool:
+    a, b = before.state_dict(), after.state_dict()
+    return a.keys() == b.keys() and all(_unchanged(a[k], b[k]) for k in a)
 
 
 def _unchanged(before: Tensor, after: Tensor) -> bool:
@@ -268,9 +278,12 @@ def _parameter_names(fn: Callable[..., object], n: int) -> list[str]:
 class Session:
     """One run of a check: its name, its time budget, and the learner calls it made."""
 
-    def __init__(self, name: str, hints: Sequence[tuple[str, ...]] = ()) -> None:
+    def __init__(self, name: str, hints: Sequence[tuple[str, ...]] = (), copy_modules: bool = False) -> None:
         self.name = name
         self.hints = list(hints)
+        #: Hand the learner copies of ``nn.Module`` arguments too (and name one whose weights it changed);
+        #: off for checks that read how their own modules were called.
+        self.copy_modules = copy_modules
         self.calls = 0
         self.started = time.perf_counter()
 
@@ -303,8 +316,8 @@ class Session:
                                    "your function is far slower than it should be: look for a Python loop over "
                                    "every element, or a computation repeated inside a loop.")
         limit = min(LIMITS.per_call, left)
-        given = {name: _copy(v) for name, v in args.items()}
-        given_kw = {name: _copy(v) for name, v in kwargs.items()}
+        given = {name: _copy(v, self.copy_modules) for name, v in args.items()}
+        given_kw = {name: _copy(v, self.copy_modules) for name, v in kwargs.items()}
         self.calls += 1
         kind, value, seconds = call_limited(fn, list(given.values()), given_kw, limit)
         if kind == "timeout":
@@ -320,6 +333,11 @@ class Session:
         for name in [*args, *kwargs]:
             before = args[name] if name in args else kwargs[name]
             after = given[name] if name in given else given_kw[name]
+            if (isinstance(before, torch.nn.Module) and before is not after
+                    and not _module_unchanged(before, after)):
+                return None, self.fail(f"your function changed the weights of `{name}` in place ({where})",
+                                       f"use `{name}` as it is: call it, `{name}(x)`, without assigning to or "
+                                       "modifying its parameters.")
             if isinstance(before, Tensor) and not _unchanged(before, after):
                 return None, self.fail(f"your function changed its argument `{name}` in place ({where})",
                                        f"do not modify `{name}`: in-place operations (`{name}.div_(...)`, "
