@@ -209,8 +209,8 @@ BLOCK_MISTAKES = [
     (no_mask_parameter, "pre_ln_block has no `mask` parameter"),
     (returns_weights_too, "expected one tensor"),
     (adds_the_tuple, "is used as a tensor"),
-    (returns_none, "returned NoneType, expected a tensor"),
-    (returns_one_position, "expected (2, 5, 16) = (B, L, D)"),
+    (returns_none, "returned None"),
+    (returns_one_position, "expected (2, 5, 16)"),
     (block_stub, "not implemented yet"),
 ]
 

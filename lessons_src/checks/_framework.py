@@ -584,11 +584,15 @@ def _expected_got(outputs: Sequence[str], items: Sequence[object], wanted: Seque
 
 def run_check(session: Session, fn: Callable[..., object], cases: Sequence[Case], reference: Callable[..., object],
               outputs: Sequence[str], mistakes: Sequence[Mistake] = (), tol: float = 1e-5,
-              before: Sequence[Mistake] = (), same_dtype: bool = False) -> CheckResult | None:
+              before: Sequence[Mistake] = (), same_dtype: bool = False,
+              expected_of: Callable[[Case], object] | None = None) -> CheckResult | None:
     """Run ``fn`` on every case and judge it against ``reference``: None when all pass, else the failure.
 
     ``before``: mistakes recognised by a predicate on the function itself or its signature
     (``looks_like(case, fn)``), tried once before the first call (e.g. a missing keyword).
+    ``expected_of(case)``, when given, replaces ``reference(*args)`` (a reference module kept in
+    ``case.info``). A wrong result that no mistake names is recomputed once: when the second
+    call gives another result, the feedback says the function is random (dropout left on).
     The failure is not finished, so a check made of several functions can go on to the next.
     """
     for mistake in before:
@@ -600,8 +604,20 @@ def run_check(session: Session, fn: Callable[..., object], cases: Sequence[Case]
         got, failure = session.call(where, fn, case.args, case.kwargs)
         if failure is not None:
             return failure
-        expected = reference(*[_copy(v) for v in case.args.values()], **{k: _copy(v) for k, v in case.kwargs.items()})
+        if expected_of is not None:
+            expected = expected_of(case)
+        else:
+            expected = reference(*[_copy(v) for v in case.args.values()],
+                                 **{k: _copy(v) for k, v in case.kwargs.items()})
         failure = judge(session, where, case, got, expected, outputs, mistakes, tol, same_dtype)
+        if failure is not None and not any(m.matches(case, got, max(tol, 1e-4)) is not None for m in mistakes):
+            again, second_failure = session.call(where, fn, case.args, case.kwargs)
+            if second_failure is None and not _same(again, got, max(tol, 1e-4)):
+                failure = session.fail(f"the result changes from one call to the next on the same inputs: dropout "
+                                       f"is on, or something else is random ({where})",
+                                       "a function of its inputs gives the same result every time: remove "
+                                       "`F.dropout(...)`/`nn.Dropout` (or pass `training=False`; a model evaluates "
+                                       "with `model.eval()`), and any `torch.rand*` call.")
         if failure is not None:
             if number > 1:
                 failure.details.append("case 1 passed" if number == 2 else f"cases 1-{number - 1} passed")
