@@ -382,6 +382,8 @@ class Mistake:
     mistaken: Callable[..., object] | None = None
     looks_like: Callable[[Case, object], bool] | None = None
     when: Callable[[Case], bool] | None = None
+    #: Tried before the type step too: for a value the check's own wrapper of the learner returned.
+    early: bool = False
 
     def matches(self, case: Case, got: object, tol: float) -> dict[str, object] | None:
         """The fields to fill in ``name`` and ``hint`` when ``got`` is this mistake on ``case``, else None.
@@ -542,6 +544,11 @@ def judge(session: Session, where: str, case: Case, got: object, expected: objec
     Float results may come back in float32 or float64 unless ``same_dtype`` (then exactly the
     reference's dtype).
     """
+    for mistake in (m for m in mistakes if m.early):
+        fields = mistake.matches(case, got, tol=max(tol, 1e-4))
+        if fields is not None:
+            name, hint = mistake.text(fields)
+            return session.fail(f"{name} ({where})", hint)
     many = len(outputs) > 1
     if got is None:
         return session.fail(f"your function returned None ({where})",
