@@ -24,6 +24,7 @@ import contextlib
 import copy
 import inspect
 import math
+import numbers
 import os
 import re
 import signal
@@ -41,7 +42,7 @@ from ._result import DEVICE_HINT, NOT_IMPLEMENTED, CheckResult, finish, is_devic
 
 __all__ = ["Case", "Mistake", "Session", "ERROR_HINTS", "LIMITS", "time_limits", "run_check", "judge",
            "learner_line", "describe_error", "CALLS", "call_limited", "TimeLimit", "passed", "done", "mask_pattern",
-           "mask_mistakes", "pattern_is", "shape_is"]
+           "mask_mistakes", "pattern_is", "shape_is", "as_number"]
 
 
 # -- time limits -----------------------------------------------------------------------------------
@@ -423,7 +424,7 @@ def _same(got: object, wrong: object, tol: float) -> bool:
         return bool(torch.allclose(g, w, rtol=tol, atol=tol, equal_nan=True)
                     or torch.allclose(g.nan_to_num(0.0), w.nan_to_num(0.0), rtol=tol, atol=tol))
     if isinstance(wrong, (int, float)):
-        return _number(got) is not None and math.isclose(_number(got), float(wrong), rel_tol=tol, abs_tol=tol)
+        return as_number(got) is not None and math.isclose(as_number(got), float(wrong), rel_tol=tol, abs_tol=tol)
     try:
         return bool(got == wrong)
     except Exception:  # an array's == is elementwise: not a verdict
@@ -437,11 +438,14 @@ def _tensors(value: object) -> bool:
     return isinstance(value, Tensor)
 
 
-def _number(value: object) -> float | None:
-    """A real number from an int, float or one-element real tensor; None otherwise."""
+def as_number(value: object) -> float | None:
+    """A real number from an int, float, NumPy real scalar or one-element real tensor; None otherwise.
+
+    An int too large for a float reads as ``inf``; a complex number is not a real number.
+    """
     if isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
+    if isinstance(value, numbers.Real):  # int, float, NumPy's real scalars
         try:
             return float(value)
         except OverflowError:
@@ -486,7 +490,7 @@ def _verdict_one(name: str, got: object, expected: object, tol: float,
                  same_dtype: bool = False) -> tuple[str, str, list[str]] | None:
     """None when ``got`` is right; otherwise (what is wrong, hint, details) for one returned item."""
     if isinstance(expected, (int, float)) and not isinstance(expected, bool):
-        number = _number(got)
+        number = as_number(got)
         if number is None:
             return (f"{name} is a {type(got).__name__}, expected a number",
                     f"return a Python float (or a one-element tensor) for {name}.", [])
