@@ -12,7 +12,15 @@ then does the rest, the same way for every check:
 2. **judge** with :func:`judge`: type (a tensor, a tuple of n tensors, a number) -> device and
    dtype (``meta``, complex, integer or half precision results are wrong results; a result on a
    GPU is copied back and judged by value) -> shape -> values -> known mistakes -> the first
-   difference. A known mistake found at any step after the type wins over the generic verdict.
+   difference. A known mistake found at any step after the type wins over the generic verdict
+   (``early`` mistakes are tried before the type step); a wrong result no mistake names is
+   recomputed once, and a result that changes between calls is named (dropout left on).
+
+``Session(copy_modules=True)`` also hands the learner copies of ``nn.Module`` arguments (and
+names one whose weights it changed); a check that reads how its own modules were called keeps
+it off. For mask exercises, :func:`mask_pattern`, :func:`mask_mistakes`, :func:`pattern_is`
+judge a mask of any dtype by its pattern. The time limits are :data:`LIMITS` (lower them in
+tests with :func:`time_limits`); :data:`CALLS` counts every learner call (the benchmark reads it).
 
 Every failing verdict is a :class:`CheckResult` whose first line names the mistake and the case,
 whose details say what was expected and what came back, and whose hint is one concrete fix.
