@@ -562,23 +562,26 @@ def judge(session: Session, where: str, case: Case, got: object, expected: objec
             name, hint = mistake.text(fields)
             return session.fail(f"{name} ({where})", hint)
     many = len(outputs) > 1
+    names = ", ".join(outputs)
+    code = f"`return {names}`" if all(o.isidentifier() for o in outputs) else f"a `return` of {names}"
     if got is None:
         return session.fail(f"your function returned None ({where})",
-                            f"end your function with `return {', '.join(outputs)}`.")
+                            f"end your function with {code}: a function without `return` gives None.")
     if many:
         if not isinstance(got, (tuple, list)):
             return session.fail(f"returned one {_describe(got)}, expected a tuple ({', '.join(outputs)}) ({where})",
-                                f"return all {len(outputs)} results: `return {', '.join(outputs)}`.")
+                                f"return all {len(outputs)} results: {code}.")
         if len(got) != len(outputs):
             return session.fail(f"returned a {type(got).__name__} of {len(got)} items, expected {len(outputs)} "
-                                f"({', '.join(outputs)}) ({where})", f"end with `return {', '.join(outputs)}`.")
+                                f"({', '.join(outputs)}) ({where})", f"end with {code}.")
         items, wanted = list(got), list(expected)
     else:
         if isinstance(got, (tuple, list)):
             return session.fail(f"returned a {type(got).__name__} of {len(got)} items, expected one "
                                 f"{'number' if isinstance(expected, (int, float)) else 'tensor'} ({outputs[0]}) "
                                 f"({where})",
-                                f"return only {outputs[0]}: `return {outputs[0]}`.")
+                                f"return only {outputs[0]}, one {'number' if isinstance(expected, (int, float)) else 'tensor'}, "
+                                "not a tuple or a list.")
         items, wanted = [got], [expected]
     problems = [(n, _verdict_one(n, g, e, tol, same_dtype)) for n, g, e in zip(outputs, items, wanted, strict=True)]
     problems = [(n, p) for n, p in problems if p is not None]
