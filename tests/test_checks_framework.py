@@ -156,14 +156,11 @@ def test_a_session_names_the_argument_changed_in_place():
 
 
 def test_the_quoted_line_is_the_learners_not_the_librarys():
-    def learner(x):
+    def target(x):  # a learner's function may have any name
         return torch.nn.functional.linear(x, torch.ones(3, 5))
 
-    try:
-        learner(torch.ones(2, 4))
-    except RuntimeError as exc:
-        line = learner_line(exc)
-    assert "torch.nn.functional.linear(x, torch.ones(3, 5))" in line
+    kind, exc, _ = call_limited(target, (torch.ones(2, 4),), {}, 1.0)
+    assert kind == "raised" and "torch.nn.functional.linear(x, torch.ones(3, 5))" in learner_line(exc)
     what, hint = describe_error(ValueError("x"))
     assert "ValueError: x" in what and hint
 

@@ -188,8 +188,7 @@ def learner_line(exc: BaseException) -> str:
     library code (lessons_src, torch, the standard library, site-packages): the learner's
     notebook cell (``/tmp/ipykernel_*/…py``) or file. The innermost frame is often inside torch.
     """
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.name != "call_limited" and f.name != "target"]
-    for frame in reversed(frames):
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
         if not _is_library(frame.filename):
             return f" (line {frame.lineno}: `{frame.line}`)" if frame.line else f" (line {frame.lineno})"
     return ""
