@@ -1,5 +1,5 @@
 """ALiBi, attention with linear biases (Press, Smith and Lewis, 2022): no position vectors at all;
-each head adds ``-m_h · distance`` to its scores, with a fixed slope ``m_h`` per head.
+each head adds ``-β_h · distance`` to its scores, with a fixed slope ``β_h`` per head.
 
 Taught in the chapter "ALiBi and length extrapolation".
 """
@@ -40,7 +40,7 @@ def alibi_slopes(num_heads: int) -> Tensor:
 
 def alibi_bias(num_heads: int, len_q: int, len_k: int | None = None, *,
                device: torch.device | str | None = None) -> Tensor:
-    """The biases ALiBi adds to the scores, float32 ``(num_heads, len_q, len_k)``: ``-m_h · (i - j)``.
+    """The biases ALiBi adds to the scores, float32 ``(num_heads, len_q, len_k)``: ``-β_h · (i - j)``.
 
     ``i`` and ``j`` are the positions of the query and the key. As with
     :func:`lessons_src.causal_mask`, the queries are the *last* ``len_q`` of the ``len_k``

@@ -51,7 +51,7 @@ def bias_explorer(num_heads: int = 8, lengths: tuple[int, ...] = (16, 32, 64), s
         image.set_data(masked_bias(num_heads, head, seq_len))
         image.set_extent((-0.5, seq_len - 0.5, seq_len - 0.5, -0.5))
         ax_matrix.set(xlim=(-0.5, seq_len - 0.5), ylim=(seq_len - 0.5, -0.5))
-        matrix_title.set_text(f"head {head}: slope m = 1/{1 / slopes[head]:.4g}, L = {seq_len}")
+        matrix_title.set_text(f"head {head}: slope β = 1/{1 / slopes[head]:.4g}, L = {seq_len}")
         for h, line in enumerate(lines):
             line.set_linewidth(3.0 if h == head else 0.8)
             line.set_alpha(1.0 if h == head else 0.45)
