@@ -3,7 +3,6 @@ differently pass, and each known mistake is named."""
 
 import math
 
-import pytest
 import torch
 import torch.nn.functional as F
 from checks_learners import REFERENCES, add
@@ -230,19 +229,3 @@ def test_unrecognised_mistake_still_gets_feedback():
     assert any("first difference at weights[" in d for d in result.details)
 
 
-
-
-
-
-def test_html_display():
-    html = check_attention_weights(no_scale)._repr_html_()
-    assert "not scaled" in html and "How to fix" in html
-
-
-def test_strict_mode_raises_with_the_same_feedback(monkeypatch):
-    monkeypatch.setenv("LESSONS_SRC_STRICT", "1")
-    with pytest.raises(AssertionError, match="divided by d_k instead of sqrt"):
-        check_attention_weights(scale_by_d_k)
-    with pytest.raises(AssertionError, match="not implemented yet"):
-        check_attention_weights(stub)
-    assert check_attention_weights(reference_style)  # a pass does not raise

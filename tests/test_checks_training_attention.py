@@ -3,11 +3,9 @@
 import random
 
 import numpy as np
-import pytest
 import torch
 from checks_learners import REFERENCES, add_fns
 
-from lessons_src.checks import CheckResult
 from lessons_src.checks.training_attention import check_shift_attention
 
 # -- correct answers, written differently -------------------------------------------------------------
@@ -64,19 +62,6 @@ def pattern_lists(seq_len, shift):
 
 CORRECT_TASKS = [task_roll, task_slices, task_gather, task_kwargs]
 CORRECT_PATTERNS = [pattern_index, pattern_eye_roll, pattern_bool, pattern_numpy_int, pattern_lists]
-
-
-@pytest.mark.parametrize("task", CORRECT_TASKS, ids=[f.__name__ for f in CORRECT_TASKS])
-def test_correct_tasks_pass(task):
-    result = check_shift_attention(task, pattern_index)
-    assert isinstance(result, CheckResult)
-    assert result, str(result)
-    assert str(result).startswith("PASS") and "every query row agreeing" in str(result)
-
-
-@pytest.mark.parametrize("pattern", CORRECT_PATTERNS, ids=[f.__name__ for f in CORRECT_PATTERNS])
-def test_correct_patterns_pass(pattern):
-    assert check_shift_attention(task_roll, pattern)
 
 
 def test_library_task_passes():
@@ -237,15 +222,6 @@ TASK_MISTAKES = [
 ]
 
 
-@pytest.mark.parametrize("task, named", TASK_MISTAKES, ids=[f.__name__ for f, _ in TASK_MISTAKES])
-def test_task_mistakes_are_named(task, named):
-    result = check_shift_attention(task, pattern_index)
-    assert not result
-    assert str(result).startswith("FAIL")
-    assert named in str(result), str(result)
-    assert "How to fix:" in str(result), str(result)
-
-
 def test_in_range_only_hint_says_wrap_around():
     result = check_shift_attention(task_in_range_only, pattern_index)
     assert "shift=-1, which wraps around to 4" in result.summary and "wrap around" in result.hint
@@ -337,15 +313,6 @@ PATTERN_MISTAKES = [
 ]
 
 
-@pytest.mark.parametrize("pattern, named", PATTERN_MISTAKES, ids=[f.__name__ for f, _ in PATTERN_MISTAKES])
-def test_pattern_mistakes_are_named(pattern, named):
-    result = check_shift_attention(task_roll, pattern)
-    assert not result
-    assert str(result).startswith("FAIL")
-    assert named in str(result), str(result)
-    assert "How to fix:" in str(result), str(result)
-
-
 def test_rows_that_are_off_are_listed_with_what_the_layer_learned():
     result = check_shift_attention(task_roll, pattern_off_by_one)
     assert "8 of 8 query rows are off" in result.summary
@@ -383,32 +350,6 @@ def test_edge_case_mistakes_name_the_case():
 def test_both_stubs_say_not_implemented():
     result = check_shift_attention(stub, stub)
     assert not result and "not implemented yet" in str(result)
-
-
-@pytest.mark.parametrize("task, pattern", [(42, pattern_index), (task_roll, "pattern")])
-def test_not_callable_is_feedback(task, pattern):
-    result = check_shift_attention(task, pattern)
-    assert not result and "expected a function" in str(result)
-
-
-def test_html_display():
-    html = check_shift_attention(task_wrong_way, pattern_index)._repr_html_()
-    assert "wrong way" in html and "How to fix" in html
-
-
-def test_strict_mode_raises_with_the_same_feedback(monkeypatch):
-    monkeypatch.setenv("LESSONS_SRC_STRICT", "1")
-    with pytest.raises(AssertionError, match="not implemented yet"):
-        check_shift_attention(stub, stub)
-    with pytest.raises(AssertionError, match="wrong way"):
-        check_shift_attention(task_roll, pattern_wrong_sign)
-    with pytest.raises(AssertionError, match="wrap around"):  # hints added for edge cases are raised too
-        check_shift_attention(task_in_range_only, pattern_index)
-    with pytest.raises(AssertionError, match="shift_task: not implemented yet"):
-        check_shift_attention(stub, pattern_index)
-    with pytest.raises(AssertionError, match="expected_pattern: not implemented yet"):
-        check_shift_attention(task_roll, stub)
-    assert check_shift_attention(task_roll, pattern_index)  # a pass does not raise
 
 
 CHECK = "check_shift_attention"

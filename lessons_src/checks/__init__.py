@@ -1,8 +1,10 @@
-"""Exercise checks that name the learner's mistake: one module per chapter.
+"""Exercise checks that name the learner's mistake: one module per chapter, named after it.
 
-Every check returns a :class:`CheckResult` (truthy when it passed; ``str()`` is the feedback)
-and never raises because of the learner's code; with ``LESSONS_SRC_STRICT=1`` a failing check
-raises ``AssertionError``. See ``_result.py``.
+Every check returns a :class:`CheckResult` (truthy when it passed; ``str()`` is the feedback,
+whose first line names the mistake) and never raises or hangs because of the learner's code;
+with ``LESSONS_SRC_STRICT=1`` a failing check raises ``AssertionError``. The checks are built on
+``_framework.py`` (time-limited learner calls, one judge, tables of cases and mistakes) and
+``_result.py`` (the result and the device rules).
 """
 
 from ._result import CheckResult, strict_mode

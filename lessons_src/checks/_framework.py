@@ -12,7 +12,15 @@ then does the rest, the same way for every check:
 2. **judge** with :func:`judge`: type (a tensor, a tuple of n tensors, a number) -> device and
    dtype (``meta``, complex, integer or half precision results are wrong results; a result on a
    GPU is copied back and judged by value) -> shape -> values -> known mistakes -> the first
-   difference. A known mistake found at any step after the type wins over the generic verdict.
+   difference. A known mistake found at any step after the type wins over the generic verdict
+   (``early`` mistakes are tried before the type step); a wrong result no mistake names is
+   recomputed once, and a result that changes between calls is named (dropout left on).
+
+``Session(copy_modules=True)`` also hands the learner copies of ``nn.Module`` arguments (and
+names one whose weights it changed); a check that reads how its own modules were called keeps
+it off. For mask exercises, :func:`mask_pattern`, :func:`mask_mistakes`, :func:`pattern_is`
+judge a mask of any dtype by its pattern. The time limits are :data:`LIMITS` (lower them in
+tests with :func:`time_limits`); :data:`CALLS` counts every learner call (the benchmark reads it).
 
 Every failing verdict is a :class:`CheckResult` whose first line names the mistake and the case,
 whose details say what was expected and what came back, and whose hint is one concrete fix.
@@ -21,8 +29,10 @@ whose details say what was expected and what came back, and whose hint is one co
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 import math
+import numbers
 import os
 import re
 import signal
@@ -39,7 +49,8 @@ from torch import Tensor
 from ._result import DEVICE_HINT, NOT_IMPLEMENTED, CheckResult, finish, is_device_error, receive
 
 __all__ = ["Case", "Mistake", "Session", "ERROR_HINTS", "LIMITS", "time_limits", "run_check", "judge",
-           "learner_line", "describe_error", "CALLS", "call_limited", "TimeLimit", "passed", "done"]
+           "learner_line", "describe_error", "CALLS", "call_limited", "TimeLimit", "passed", "done", "mask_pattern",
+           "mask_mistakes", "pattern_is", "shape_is", "as_number"]
 
 
 # -- time limits -----------------------------------------------------------------------------------
@@ -177,8 +188,7 @@ def learner_line(exc: BaseException) -> str:
     library code (lessons_src, torch, the standard library, site-packages): the learner's
     notebook cell (``/tmp/ipykernel_*/…py``) or file. The innermost frame is often inside torch.
     """
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.name != "call_limited" and f.name != "target"]
-    for frame in reversed(frames):
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
         if not _is_library(frame.filename):
             return f" (line {frame.lineno}: `{frame.line}`)" if frame.line else f" (line {frame.lineno})"
     return ""
@@ -195,7 +205,8 @@ ERROR_HINTS: list[tuple[str, ...]] = [
     (r"positional-only arguments passed as keyword arguments: '(?P<kw>\w+)'",
      "make `\\g<kw>` an ordinary parameter (no `/` before it): the check passes it by name, `\\g<kw>=...`."),
     (r"takes (?P<n>\d+) positional arguments? but (?P<m>\d+) (were|was) given|missing \d+ required positional",
-     "give your function exactly the parameters of the exercise's stub, in the same order."),
+     "give your function exactly the parameters of the exercise's stub, in the same order.",
+     "your function does not take the exercise's parameters"),
     (r"mat1 and mat2 shapes cannot be multiplied|size of tensor a \(\d+\) must match|shapes cannot be multiplied"
      r"|must match the size of tensor b",
      "two tensors with incompatible shapes meet in one step: print the shape of each intermediate tensor; "
@@ -240,8 +251,17 @@ def describe_error(exc: BaseException, hints: Sequence[tuple[str, ...]] = ()) ->
 # -- one run of a check ----------------------------------------------------------------------------
 
 
-def _copy(value: object) -> object:
-    return value.clone() if isinstance(value, Tensor) else value
+def _copy(value: object, modules: bool = False) -> object:
+    if isinstance(value, Tensor):
+        return value.clone()
+    if modules and isinstance(value, torch.nn.Module):
+        return copy.deepcopy(value)
+    return value
+
+
+def _module_unchanged(before: torch.nn.Module, after: torch.nn.Module) -> bool:
+    a, b = before.state_dict(), after.state_dict()
+    return a.keys() == b.keys() and all(_unchanged(a[k], b[k]) for k in a)
 
 
 def _unchanged(before: Tensor, after: Tensor) -> bool:
@@ -266,9 +286,12 @@ def _parameter_names(fn: Callable[..., object], n: int) -> list[str]:
 class Session:
     """One run of a check: its name, its time budget, and the learner calls it made."""
 
-    def __init__(self, name: str, hints: Sequence[tuple[str, ...]] = ()) -> None:
+    def __init__(self, name: str, hints: Sequence[tuple[str, ...]] = (), copy_modules: bool = False) -> None:
         self.name = name
         self.hints = list(hints)
+        #: Hand the learner copies of ``nn.Module`` arguments too (and name one whose weights it changed);
+        #: off for checks that read how their own modules were called.
+        self.copy_modules = copy_modules
         self.calls = 0
         self.started = time.perf_counter()
 
@@ -301,8 +324,8 @@ class Session:
                                    "your function is far slower than it should be: look for a Python loop over "
                                    "every element, or a computation repeated inside a loop.")
         limit = min(LIMITS.per_call, left)
-        given = {name: _copy(v) for name, v in args.items()}
-        given_kw = {name: _copy(v) for name, v in kwargs.items()}
+        given = {name: _copy(v, self.copy_modules) for name, v in args.items()}
+        given_kw = {name: _copy(v, self.copy_modules) for name, v in kwargs.items()}
         self.calls += 1
         kind, value, seconds = call_limited(fn, list(given.values()), given_kw, limit)
         if kind == "timeout":
@@ -318,6 +341,11 @@ class Session:
         for name in [*args, *kwargs]:
             before = args[name] if name in args else kwargs[name]
             after = given[name] if name in given else given_kw[name]
+            if (isinstance(before, torch.nn.Module) and before is not after
+                    and not _module_unchanged(before, after)):
+                return None, self.fail(f"your function changed the weights of `{name}` in place ({where})",
+                                       f"use `{name}` as it is: call it, `{name}(x)`, without assigning to or "
+                                       "modifying its parameters.")
             if isinstance(before, Tensor) and not _unchanged(before, after):
                 return None, self.fail(f"your function changed its argument `{name}` in place ({where})",
                                        f"do not modify `{name}`: in-place operations (`{name}.div_(...)`, "
@@ -362,6 +390,8 @@ class Mistake:
     mistaken: Callable[..., object] | None = None
     looks_like: Callable[[Case, object], bool] | None = None
     when: Callable[[Case], bool] | None = None
+    #: Tried before the type step too: for a value the check's own wrapper of the learner returned.
+    early: bool = False
 
     def matches(self, case: Case, got: object, tol: float) -> dict[str, object] | None:
         """The fields to fill in ``name`` and ``hint`` when ``got`` is this mistake on ``case``, else None.
@@ -401,15 +431,28 @@ def _same(got: object, wrong: object, tol: float) -> bool:
         return bool(torch.allclose(g, w, rtol=tol, atol=tol, equal_nan=True)
                     or torch.allclose(g.nan_to_num(0.0), w.nan_to_num(0.0), rtol=tol, atol=tol))
     if isinstance(wrong, (int, float)):
-        return _number(got) is not None and math.isclose(_number(got), float(wrong), rel_tol=tol, abs_tol=tol)
-    return got == wrong
+        return as_number(got) is not None and math.isclose(as_number(got), float(wrong), rel_tol=tol, abs_tol=tol)
+    try:
+        return bool(got == wrong)
+    except Exception:  # an array's == is elementwise: not a verdict
+        return False
 
 
-def _number(value: object) -> float | None:
-    """A real number from an int, float or one-element real tensor; None otherwise."""
+def _tensors(value: object) -> bool:
+    """Whether ``value`` is a tensor, or a tuple or list of tensors."""
+    if isinstance(value, (tuple, list)):
+        return bool(value) and all(isinstance(v, Tensor) for v in value)
+    return isinstance(value, Tensor)
+
+
+def as_number(value: object) -> float | None:
+    """A real number from an int, float, NumPy real scalar or one-element real tensor; None otherwise.
+
+    An int too large for a float reads as ``inf``; a complex number is not a real number.
+    """
     if isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
+    if isinstance(value, numbers.Real):  # int, float, NumPy's real scalars
         try:
             return float(value)
         except OverflowError:
@@ -450,10 +493,11 @@ def _first_difference(name: str, got: Tensor, expected: Tensor, tol: float) -> l
     return lines
 
 
-def _verdict_one(name: str, got: object, expected: object, tol: float) -> tuple[str, str, list[str]] | None:
+def _verdict_one(name: str, got: object, expected: object, tol: float,
+                 same_dtype: bool = False) -> tuple[str, str, list[str]] | None:
     """None when ``got`` is right; otherwise (what is wrong, hint, details) for one returned item."""
     if isinstance(expected, (int, float)) and not isinstance(expected, bool):
-        number = _number(got)
+        number = as_number(got)
         if number is None:
             return (f"{name} is a {type(got).__name__}, expected a number",
                     f"return a Python float (or a one-element tensor) for {name}.", [])
@@ -478,6 +522,9 @@ def _verdict_one(name: str, got: object, expected: object, tol: float) -> tuple[
     if _kind(expected.dtype) == "float" and got.dtype in (torch.float16, torch.bfloat16):
         return (f"{name} has dtype {got.dtype}, too imprecise to compare, expected float32",
                 "compute in the dtype of the inputs (float32): do not call `.half()`.", [])
+    if same_dtype and got.dtype != expected.dtype:
+        return (f"{name} has dtype {got.dtype}, expected {expected.dtype}, the dtype of the input",
+                "compute in the input's dtype, or cast at the end: `.to(x.dtype)`.", [])
     if got.shape != expected.shape:
         return (f"{name} has shape {tuple(got.shape)}, expected {tuple(expected.shape)}",
                 "print the shape after each step and compare with the exercise's docstring.", [])
@@ -498,33 +545,44 @@ def _verdict_one(name: str, got: object, expected: object, tol: float) -> tuple[
 
 
 def judge(session: Session, where: str, case: Case, got: object, expected: object,
-          outputs: Sequence[str], mistakes: Sequence[Mistake] = (), tol: float = 1e-5) -> CheckResult | None:
+          outputs: Sequence[str], mistakes: Sequence[Mistake] = (), tol: float = 1e-5,
+          same_dtype: bool = False) -> CheckResult | None:
     """None when ``got`` is right; otherwise the failure (not finished), naming the mistake first.
 
     ``expected`` is the reference's result: one tensor or number (``outputs`` has one name) or a
     tuple (one name per item). Order: type -> device/dtype -> shape -> values -> known mistakes
     -> the first difference; a known mistake matched after the type step replaces the generic verdict.
+    Float results may come back in float32 or float64 unless ``same_dtype`` (then exactly the
+    reference's dtype).
     """
+    for mistake in (m for m in mistakes if m.early):
+        fields = mistake.matches(case, got, tol=max(tol, 1e-4))
+        if fields is not None:
+            name, hint = mistake.text(fields)
+            return session.fail(f"{name} ({where})", hint)
     many = len(outputs) > 1
+    names = ", ".join(outputs)
+    code = f"`return {names}`" if all(o.isidentifier() for o in outputs) else f"a `return` of {names}"
     if got is None:
         return session.fail(f"your function returned None ({where})",
-                            f"end your function with `return {', '.join(outputs)}`.")
+                            f"end your function with {code}: a function without `return` gives None.")
     if many:
         if not isinstance(got, (tuple, list)):
             return session.fail(f"returned one {_describe(got)}, expected a tuple ({', '.join(outputs)}) ({where})",
-                                f"return all {len(outputs)} results: `return {', '.join(outputs)}`.")
+                                f"return all {len(outputs)} results: {code}.")
         if len(got) != len(outputs):
             return session.fail(f"returned a {type(got).__name__} of {len(got)} items, expected {len(outputs)} "
-                                f"({', '.join(outputs)}) ({where})", f"end with `return {', '.join(outputs)}`.")
+                                f"({', '.join(outputs)}) ({where})", f"end with {code}.")
         items, wanted = list(got), list(expected)
     else:
         if isinstance(got, (tuple, list)):
             return session.fail(f"returned a {type(got).__name__} of {len(got)} items, expected one "
                                 f"{'number' if isinstance(expected, (int, float)) else 'tensor'} ({outputs[0]}) "
                                 f"({where})",
-                                f"return only {outputs[0]}: `return {outputs[0]}`.")
+                                f"return only {outputs[0]}, one {'number' if isinstance(expected, (int, float)) else 'tensor'}, "
+                                "not a tuple or a list.")
         items, wanted = [got], [expected]
-    problems = [(n, _verdict_one(n, g, e, tol)) for n, g, e in zip(outputs, items, wanted, strict=True)]
+    problems = [(n, _verdict_one(n, g, e, tol, same_dtype)) for n, g, e in zip(outputs, items, wanted, strict=True)]
     problems = [(n, p) for n, p in problems if p is not None]
     if not problems:
         return None
@@ -532,7 +590,9 @@ def judge(session: Session, where: str, case: Case, got: object, expected: objec
         fields = mistake.matches(case, got, tol=max(tol, 1e-4))
         if fields is not None:
             name, hint = mistake.text(fields)
-            return session.fail(f"{name} ({where})", hint, [*problems[0][1][2][:1], *_expected_got(outputs, items, wanted)])
+            what, _, details = problems[0][1]
+            also = [] if details or what.split(" ")[0] in name else [f"also: {what}"]
+            return session.fail(f"{name} ({where})", hint, [*details[:1], *also, *_expected_got(outputs, items, wanted)])
     what, hint, details = problems[0][1]
     if len(problems) > 1 and all(p[2] and p[0].endswith("differs from the reference") for _, p in problems):
         what = f"{' and '.join(n for n, _ in problems)} differ from the reference"
@@ -555,11 +615,15 @@ def _expected_got(outputs: Sequence[str], items: Sequence[object], wanted: Seque
 
 def run_check(session: Session, fn: Callable[..., object], cases: Sequence[Case], reference: Callable[..., object],
               outputs: Sequence[str], mistakes: Sequence[Mistake] = (), tol: float = 1e-5,
-              before: Sequence[Mistake] = ()) -> CheckResult | None:
+              before: Sequence[Mistake] = (), same_dtype: bool = False,
+              expected_of: Callable[[Case], object] | None = None) -> CheckResult | None:
     """Run ``fn`` on every case and judge it against ``reference``: None when all pass, else the failure.
 
     ``before``: mistakes recognised by a predicate on the function itself or its signature
     (``looks_like(case, fn)``), tried once before the first call (e.g. a missing keyword).
+    ``expected_of(case)``, when given, replaces ``reference(*args)`` (a reference module kept in
+    ``case.info``). A wrong result that no mistake names is recomputed once: when the second
+    call gives another result, the feedback says the function is random (dropout left on).
     The failure is not finished, so a check made of several functions can go on to the next.
     """
     for mistake in before:
@@ -571,8 +635,21 @@ def run_check(session: Session, fn: Callable[..., object], cases: Sequence[Case]
         got, failure = session.call(where, fn, case.args, case.kwargs)
         if failure is not None:
             return failure
-        expected = reference(*[_copy(v) for v in case.args.values()], **{k: _copy(v) for k, v in case.kwargs.items()})
-        failure = judge(session, where, case, got, expected, outputs, mistakes, tol)
+        if expected_of is not None:
+            expected = expected_of(case)
+        else:
+            expected = reference(*[_copy(v) for v in case.args.values()],
+                                 **{k: _copy(v) for k, v in case.kwargs.items()})
+        failure = judge(session, where, case, got, expected, outputs, mistakes, tol, same_dtype)
+        if (failure is not None and _tensors(got)
+                and not any(m.matches(case, got, max(tol, 1e-4)) is not None for m in mistakes)):
+            again, second_failure = session.call(where, fn, case.args, case.kwargs)
+            if second_failure is None and not _same(again, got, max(tol, 1e-4)):
+                failure = session.fail(f"the result changes from one call to the next on the same inputs: dropout "
+                                       f"is on, or something else is random ({where})",
+                                       "a function of its inputs gives the same result every time: remove "
+                                       "`F.dropout(...)`/`nn.Dropout` (or pass `training=False`; a model evaluates "
+                                       "with `model.eval()`), and any `torch.rand*` call.")
         if failure is not None:
             if number > 1:
                 failure.details.append("case 1 passed" if number == 2 else f"cases 1-{number - 1} passed")
@@ -588,3 +665,74 @@ def passed(session: Session, summary: str) -> CheckResult:
 def done(result: CheckResult) -> CheckResult:
     """Finish ``result`` (raises under ``LESSONS_SRC_STRICT=1`` if it failed)."""
     return finish(result)
+
+
+# -- masks: a pattern whatever the dtype -------------------------------------------------------------
+
+
+def mask_pattern(got: object) -> Tensor | None:
+    """The bool pattern of a learner's mask of any real dtype (True = may attend), or None.
+
+    A bool mask is itself; an additive float mask (0 where allowed, -inf or a large negative
+    number where blocked) reads as ``== 0``; any other number as ``!= 0``. The mistakes of a mask
+    exercise are judged on this pattern, so a float mask that is also off by one is named for
+    both (the dtype comes as an "also:" line).
+    """
+    if not isinstance(got, Tensor) or got.dtype.is_complex:
+        return None
+    if got.dtype == torch.bool:
+        return got
+    if got.is_floating_point() and bool((got <= 0).all()) and bool((got < 0).any()):
+        return got == 0
+    return got != 0
+
+
+def _additive(got: Tensor) -> bool:
+    return got.is_floating_point() and bool((got <= 0).all()) and bool((got < 0).any())
+
+
+def mask_mistakes(reference: Callable[..., Tensor], what_right: str = "the values are right") -> list[Mistake]:
+    """The two dtype mistakes of any mask exercise: a right pattern as an additive float mask, or as numbers."""
+
+    def right(additive: bool) -> Callable[[Case, object], object]:
+        def predicate(case: Case, got: object) -> object:
+            if not isinstance(got, Tensor) or got.dtype in (torch.bool,) or got.dtype.is_complex:
+                return None
+            expected = reference(*case.args.values(), **case.kwargs)
+            if _additive(got) != additive or got.shape != expected.shape:
+                return None
+            return {"dtype": got.dtype} if torch.equal(mask_pattern(got), expected) else None
+
+        return predicate
+
+    return [
+        Mistake(f"an additive float mask (0 / -inf, dtype {{dtype}}), not a boolean one; {what_right}",
+                "return the boolean mask itself, True = may attend (what masked_fill and "
+                "F.scaled_dot_product_attention take as a mask); convert with `mask == 0`, or build it with "
+                "comparisons. A float mask is *added* to the scores.", looks_like=right(True)),
+        Mistake(f"dtype {{dtype}}, expected torch.bool; {what_right}",
+                "return a boolean mask: comparisons (`<`, `>=`) and `&` give bools directly, "
+                "`torch.ones(..., dtype=torch.bool)` makes a boolean tensor, `.bool()` converts a 0/1 one. "
+                "`~mask` and `masked_fill(~mask, ...)` only work on booleans.", looks_like=right(False)),
+    ]
+
+
+def pattern_is(wrong: Callable[..., Tensor]) -> Callable[[Case, object], bool]:
+    """A predicate: the learner's mask pattern (:func:`mask_pattern`) equals ``wrong(*case.args.values())``."""
+
+    def predicate(case: Case, got: object) -> bool:
+        pattern = mask_pattern(got)
+        expected = wrong(*case.args.values(), **case.kwargs)
+        return pattern is not None and pattern.shape == expected.shape and torch.equal(pattern, expected)
+
+    return predicate
+
+
+def shape_is(shape: Callable[..., tuple[int, ...] | None]) -> Callable[[Case, object], bool]:
+    """A predicate: the learner's tensor has ``shape(**case.info)``."""
+
+    def predicate(case: Case, got: object) -> bool:
+        return isinstance(got, Tensor) and tuple(got.shape) == shape(**case.info)
+
+    return predicate
+

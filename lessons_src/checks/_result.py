@@ -1,4 +1,6 @@
-"""The result every exercise check returns, and helpers the checks share.
+"""The result every exercise check returns, the device rules, and small helpers the checks share.
+
+The framework the checks are built on (calling the learner, judging, mistakes) is ``_framework.py``.
 
 A check runs the learner's function on several cases, compares it with the reference, and
 returns a :class:`CheckResult`: ``bool(result)`` is pass/fail and ``str(result)`` is the
@@ -19,7 +21,7 @@ import torch
 from torch import Tensor
 
 __all__ = ["CheckResult", "strict_mode", "finish", "call_learner", "receive", "error_hint", "is_device_error",
-           "DEVICE_HINT", "not_one_tensor", "NOT_IMPLEMENTED", "close", "same_up_to_nan", "learner_error", "shape_of",
+           "DEVICE_HINT", "NOT_IMPLEMENTED", "close", "learner_error", "shape_of",
            "STRICT_ENV"]
 
 STRICT_ENV = "LESSONS_SRC_STRICT"
@@ -83,16 +85,6 @@ def close(actual: Tensor, expected: Tensor, tol: float = 1e-5) -> bool:
     if actual.shape != expected.shape:
         return False
     return torch.allclose(actual.detach().to(torch.float64), expected.to(torch.float64), rtol=tol, atol=tol)
-
-
-def same_up_to_nan(actual: Tensor, candidate: Tensor) -> bool:
-    """Equal up to how NaN rows were handled (kept as NaN, or zeroed)."""
-    if actual.shape != candidate.shape:
-        return False
-    a, c = actual.detach().to(torch.float64), candidate.to(torch.float64)
-    return torch.allclose(a, c, rtol=1e-4, atol=1e-4, equal_nan=True) or torch.allclose(
-        a.nan_to_num(0.0), c.nan_to_num(0.0), rtol=1e-4, atol=1e-4
-    )
 
 
 def learner_error(exc: BaseException) -> str:
@@ -191,16 +183,3 @@ def call_learner(check: str, where: str, fn: object, *args, **kwargs) -> tuple[o
 
     value, failure = Session(check).call(where, fn, list(args), kwargs)
     return value, (None if failure is None else finish(failure))
-
-
-def not_one_tensor(check: str, where: str, result: object, fix: str, tuple_fix: str | None = None) -> CheckResult | None:
-    """Feedback (not yet finished) when the learner returned something other than one tensor, else None.
-
-    ``tuple_fix``, when given, is the hint for a tuple or list (e.g. output and weights returned
-    together); otherwise a tuple gets the general ``fix``.
-    """
-    if tuple_fix is not None and isinstance(result, (tuple, list)):
-        return CheckResult(check, False, f"{where}: returned a {type(result).__name__}, expected one tensor", tuple_fix)
-    if not isinstance(result, Tensor):
-        return CheckResult(check, False, f"{where}: returned {type(result).__name__}, expected a tensor", fix)
-    return None

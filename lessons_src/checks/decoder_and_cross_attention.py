@@ -22,7 +22,8 @@ from .._validate import broadcast_shape
 from ..device import one_cpu_thread
 from ..masks import causal_mask, padding_mask
 from ..multihead import MultiHeadAttention
-from ._result import CheckResult, call_learner, close, finish, is_device_error, learner_error, shape_of
+from ._framework import Case, Mistake, Session, done, passed, run_check
+from ._result import CheckResult, close, is_device_error, learner_error, shape_of
 
 __all__ = ["check_decoder_attention"]
 
@@ -299,102 +300,105 @@ def _diagnose_calls(s: _Setup, expected_self: Tensor, partial: bool = False) -> 
 
 
 
+@dataclass(frozen=True)
+class _Raised:
+    """What the guarded learner function returns when one of our modules raised inside it."""
+
+    text: str
+
+
+def _guard(fn: Callable[..., object]) -> Callable[..., object]:
+    """``fn``, with a ValueError or RuntimeError raised inside one of our modules turned into a value,
+    so the recorded calls can explain it (a wrong mask shape, usually). An error about devices (a mask
+    made on the GPU for the modules on the CPU), or one raised before any module was called, is left
+    to the framework, which names it."""
+
+    def decoder_attention(x: Tensor, memory: Tensor, source_lengths: list[int], self_attn: _Recording,
+                          cross_attn: _Recording) -> object:
+        calls_before = len(self_attn.calls) + len(cross_attn.calls)
+        try:
+            return fn(x, memory, source_lengths, self_attn, cross_attn)
+        except (ValueError, RuntimeError) as exc:
+            if len(self_attn.calls) + len(cross_attn.calls) > calls_before and not is_device_error(str(exc)):
+                return _Raised(learner_error(exc))
+            raise
+
+    return decoder_attention
+
+
+def _from_calls(partial: bool) -> Callable[[Case, object], dict[str, str] | None]:
+    """A predicate: the mistake read off how the learner called the two modules (what, fix)."""
+
+    def predicate(case: Case, got: object) -> dict[str, str] | None:
+        if partial != isinstance(got, _Raised):
+            return None
+        diagnosis = _diagnose_calls(case.info["setup"], case.info["expected_self"], partial=partial)
+        if diagnosis is None:
+            return None
+        raised = f"; your function raised {got.text}" if isinstance(got, _Raised) else ""
+        return {"what": diagnosis[0] + raised, "fix": diagnosis[1]}
+
+    return predicate
+
+
+def _swapped(case: Case, got: object) -> bool:
+    self_out, cross_out = case.info["expected_self"], case.info["expected_cross"]
+    return (isinstance(got, (tuple, list)) and len(got) == 2 and all(isinstance(t, Tensor) for t in got)
+            and got[0].shape == cross_out.shape and got[1].shape == self_out.shape
+            and close(got[0], cross_out) and close(got[1], self_out))
+
+
+MISTAKES = [
+    Mistake("{what}", "{fix}", looks_like=_from_calls(partial=True), early=True),
+    Mistake("your function raised {text}", "self-attention's mask must fit (B, H, Lt, Lt) and cross-attention's "
+            "(B, H, Lt, Ls): the causal mask is (Lt, Lt), the memory's padding mask (B, 1, 1, Ls).",
+            looks_like=lambda case, got: isinstance(got, _Raised) and {"text": got.text}, early=True),
+    Mistake("an item of the result is a tuple", "the modules return (output, weights): keep the output, "
+            "`self_out, _ = self_attn(...)`.", looks_like=lambda case, got: isinstance(got, (tuple, list))
+            and any(isinstance(t, tuple) for t in got)),
+    Mistake("self_out and cross_out are swapped", "return them in the order `self_out, cross_out`.",
+            looks_like=_swapped),
+    Mistake("{what}", "{fix}", looks_like=_from_calls(partial=False)),
+    Mistake("self_out differs from the reference", FIX_SELF, looks_like=lambda case, got: isinstance(got, (tuple, list))
+            and len(got) == 2 and isinstance(got[0], Tensor) and got[0].shape == case.info["expected_self"].shape
+            and not close(got[0], case.info["expected_self"])),
+    Mistake("cross_out differs from the reference", FIX_CROSS, looks_like=lambda case, got: isinstance(got, (tuple, list))
+            and len(got) == 2 and isinstance(got[1], Tensor) and got[1].shape == case.info["expected_cross"].shape
+            and not close(got[1], case.info["expected_cross"])),
+]
+
+
+def _framework_case(case: _Case) -> Case:
+    s = _setup(case)
+    reference = _setup(case)  # untouched copies of the same modules for the expected outputs
+    expected_self = reference.self_attn(s.x, s.x, s.x, s.self_mask)[0]  # (B, Lt, D)
+    expected_cross = reference.cross_attn(s.x, s.memory, s.memory, s.memory_mask)[0]  # (B, Lt, D)
+    args = {"x": s.x, "memory": s.memory, "source_lengths": list(case.source_lengths), "self_attn": s.self_attn,
+            "cross_attn": s.cross_attn}
+    return Case(case.description, args, info={"setup": s, "expected_self": expected_self,
+                                              "expected_cross": expected_cross})
+
+
 def check_decoder_attention(fn: Callable[..., object]) -> CheckResult:
     """Check a learner's ``decoder_attention(x, memory, source_lengths, self_attn, cross_attn)`` (exercise 8).
 
     It must return ``(self_out, cross_out)``, each ``(B, Lt, D)``: causal self-attention over ``x``,
     and cross-attention from ``x`` to ``memory`` with the source padding hidden. Three cases
-    (Lt = Ls, Lt < Ls, Lt > Ls, each with padding) are compared with the reference calls of
-    ``MultiHeadAttention``; a wrong answer is diagnosed from how the two modules were called.
+    (Lt = Ls, Lt < Ls with the longest source shorter than Ls, Lt > Ls; each with padding) are
+    compared with the reference calls of ``MultiHeadAttention``; a wrong answer is diagnosed from how
+    the two modules were called. Built on ``_framework.py`` (the modules are handed over as they are,
+    not copied, so that they can record their calls).
     """
+    session = Session(NAME)
     if not callable(fn):
-        return finish(CheckResult(NAME, False, f"expected a function, got {type(fn).__name__}",
-                                   "pass the function itself, without calling it: "
-                                   "`check_decoder_attention(decoder_attention)`."))
+        return done(session.fail(f"expected a function, got {type(fn).__name__}",
+                                 "pass the function itself, without calling it: "
+                                 "`check_decoder_attention(decoder_attention)`."))
     with one_cpu_thread(), torch.no_grad():
-        return _check(fn)
-
-
-def _check(fn: Callable[..., object]) -> CheckResult:
-    cases = _cases()
-    for number, case in enumerate(cases, start=1):
-        where = f"case {number}/{len(cases)} ({case.description})"
-        s = _setup(case)
-        reference = _setup(case)  # untouched copies of the same modules for the expected outputs
-        expected_self = reference.self_attn(s.x, s.x, s.x, s.self_mask)[0]  # (B, Lt, D)
-        expected_cross = reference.cross_attn(s.x, s.memory, s.memory, s.memory_mask)[0]  # (B, Lt, D)
-
-        result, failure = call_learner(NAME, where, _guard(fn, s), s.x, s.memory, list(case.source_lengths),
-                                       s.self_attn, s.cross_attn)
-        if failure is not None:
-            return failure
-        if isinstance(result, _Raised):
-            diagnosis = _diagnose_calls(s, expected_self, partial=True)
-            if diagnosis is not None:
-                what, fix = diagnosis
-                return finish(CheckResult(NAME, False, f"{where}: {what}", fix, [f"your function raised {result.text}"]))
-            return finish(CheckResult(NAME, False, f"{where}: your function raised {result.text}",
-                                       "self-attention's mask must fit (B, H, Lt, Lt) and cross-attention's "
-                                       "(B, H, Lt, Ls): the causal mask is (Lt, Lt), the memory's padding mask "
-                                       "(B, 1, 1, Ls)."))
-        if isinstance(result, Tensor) or not isinstance(result, (tuple, list)) or len(result) != 2:
-            got = f"one tensor of shape {shape_of(result)}" if isinstance(result, Tensor) else type(result).__name__
-            return finish(CheckResult(NAME, False, f"{where}: returned {got}, expected a tuple (self_out, cross_out)",
-                                       "end your function with `return self_out, cross_out` (the outputs, "
-                                       "not the weights)."))
-        self_out, cross_out = result
-        if not isinstance(self_out, Tensor) or not isinstance(cross_out, Tensor):
-            if isinstance(self_out, tuple) or isinstance(cross_out, tuple):
-                return finish(CheckResult(NAME, False, f"{where}: an item of the result is a tuple",
-                                           "the modules return (output, weights): keep the output, "
-                                           "`self_out, _ = self_attn(...)`."))
-            return finish(CheckResult(NAME, False, f"{where}: returned ({type(self_out).__name__}, "
-                                       f"{type(cross_out).__name__}), expected two tensors",
-                                       "return the two attention outputs: `return self_out, cross_out`."))
-        if close(self_out, expected_cross) and close(cross_out, expected_self):
-            return finish(CheckResult(NAME, False, f"{where}: self_out and cross_out are swapped",
-                                       "return them in the order `self_out, cross_out`."))
-        if close(self_out, expected_self) and close(cross_out, expected_cross):
-            continue
-        expected_shape = tuple(expected_self.shape)
-        diagnosis = _diagnose_calls(s, expected_self)
-        if diagnosis is not None:
-            what, fix = diagnosis
-            return finish(CheckResult(NAME, False, f"{where}: {what}", fix))
-        for name, got, want in (("self_out", self_out, expected_self), ("cross_out", cross_out, expected_cross)):
-            if got.shape != want.shape:
-                return finish(CheckResult(NAME, False, f"{where}: {name} has shape {shape_of(got)}, expected "
-                                           f"{expected_shape} = (B, Lt, D)",
-                                           "both outputs have one row per decoder position: the queries come "
-                                           "from x."))
-        if torch.isnan(self_out).any() or torch.isnan(cross_out).any():
-            return finish(CheckResult(NAME, False, f"{where}: the result contains NaN",
-                                       "a query row whose mask is all False gives NaN with -inf fills; check "
-                                       "that every decoder position may see at least one key."))
-        wrong = "self_out" if not close(self_out, expected_self) else "cross_out"
-        return finish(CheckResult(NAME, False, f"{where}: {wrong} differs from the reference",
-                                   FIX_SELF if wrong == "self_out" else FIX_CROSS))
-    return finish(CheckResult(NAME, True, f"all {len(cases)} cases match (Lt = Ls, Lt < Ls, Lt > Ls, with source "
-                               "padding): causal self-attention and padded cross-attention are wired right"))
-
-
-@dataclass(frozen=True)
-class _Raised:
-    text: str
-
-
-def _guard(fn: Callable[..., object], s: _Setup) -> Callable[..., object]:
-    """``fn``, with a ValueError or RuntimeError raised inside one of our modules turned into a value,
-    so the recorded calls can explain it (a wrong mask shape, usually). An error about devices (a mask
-    made on the GPU for the modules on the CPU) is left to ``call_learner``, which says so."""
-
-    def guarded(*args: object) -> object:
-        calls_before = len(s.self_attn.calls) + len(s.cross_attn.calls)
-        try:
-            return fn(*args)
-        except (ValueError, RuntimeError) as exc:
-            if len(s.self_attn.calls) + len(s.cross_attn.calls) > calls_before and not is_device_error(str(exc)):
-                return _Raised(learner_error(exc))
-            raise
-
-    return guarded
+        cases = [_framework_case(case) for case in _cases()]
+        failure = run_check(session, _guard(fn), cases, None, ("self_out", "cross_out"), MISTAKES,
+                            expected_of=lambda case: (case.info["expected_self"], case.info["expected_cross"]))
+    if failure is not None:
+        return done(failure)
+    return done(passed(session, f"all {len(cases)} cases match (Lt = Ls, Lt < Ls, Lt > Ls, with source padding): "
+                                "causal self-attention and padded cross-attention are wired right"))

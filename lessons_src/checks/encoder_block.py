@@ -11,8 +11,6 @@ matches.
 
 from __future__ import annotations
 
-import copy
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,7 +21,8 @@ from torch import Tensor, nn
 from ..device import one_cpu_thread
 from ..encoder import Encoder, EncoderBlock
 from ..masks import padding_mask
-from ._result import CheckResult, call_learner, close, finish, not_one_tensor, shape_of
+from ._framework import Case, Mistake, Session, done, passed, run_check
+from ._result import CheckResult, close
 
 __all__ = ["check_pre_ln_encoder"]
 
@@ -264,120 +263,77 @@ def _encoder_candidates(case: _Case, encoder: Encoder) -> list[tuple[Tensor, str
     return out
 
 
-def _diagnose(actual: Tensor, candidates: list[tuple[Tensor, str, str]]) -> tuple[str, str] | None:
-    for output, what, fix in candidates:
-        if close(actual, output, tol=_TOL):
-            return what, fix
-    return None
+def _matching(candidates: Callable[[_Case, nn.Module], list[tuple[Tensor, str, str]]]) -> Callable[[Case, object], object]:
+    """A predicate: the learner's output is one of ``candidates(case, module)``; gives ``what`` and ``fix``."""
+
+    def predicate(case: Case, got: object) -> dict[str, str] | None:
+        if not isinstance(got, Tensor) or got.dtype.is_complex:
+            return None
+        with torch.no_grad():
+            for output, what, fix in candidates(case.info["case"], case.info["module"]):
+                if got.shape == output.shape and close(got, output, tol=_TOL):
+                    return {"what": what, "fix": fix}
+        return None
+
+    return predicate
+
+
+BLOCK_MISTAKES = [Mistake("{what}", "{fix}", looks_like=_matching(_block_candidates))]
+ENCODER_MISTAKES = [Mistake("{what}", "{fix}", looks_like=_matching(_encoder_candidates))]
+
+
+def _framework_case(case: _Case) -> Case:
+    """The framework's case: the learner's arguments are the parts of a seeded reference module."""
+    module = _reference(case)
+    if isinstance(module, EncoderBlock):
+        args = {"x": case.x, "attention": module.self_attn, "ff": module.ff, "norm1": module.norm1,
+                "norm2": module.norm2}
+    else:
+        args = {"x": case.x, "layers": module.layers, "norm": module.norm}
+    return Case(case.description, args, {} if case.mask is None else {"mask": case.mask},
+                {"case": case, "module": module})
+
+
+def _expected(case: Case) -> Tensor:
+    with torch.no_grad():
+        return case.info["module"](case.args["x"], case.kwargs.get("mask"))
+
+
+def _hints(label: str) -> list[tuple[str, ...]]:
+    return [(r"unexpected keyword argument 'mask'", f"give {label} a `mask=None` parameter and pass it on (to the "
+             "attention, or to each block).", f"{label} has no `mask` parameter"),
+            (r"unsupported operand type\(s\) for [^:]*: 'Tensor' and 'tuple'|'tuple' object has no attribute",
+             "`attention(h, h, h, mask)` returns a tuple `(output, weights)`: take the output with `[0]` "
+             "(or `output, _ = attention(...)`).", "the attention's (output, weights) tuple is used as a tensor")]
 
 
 # -- the check -----------------------------------------------------------------------------------
 
 
-def _accepts_mask(fn: Callable[..., object]) -> bool:
-    """Whether ``fn`` can be called with ``mask=`` (True when its signature cannot be read)."""
-    try:
-        parameters = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return True
-    return any(p.name == "mask" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
-
-
-def _call(fn: Callable[..., object], label: str, where: str, case: _Case, *args: object) -> tuple[object, CheckResult | None]:
-    """Call the learner's function, with ``mask=`` only when the case has one."""
-    check = f"{_NAME} [{label}]"
-    if case.mask is None:
-        return call_learner(check, where, fn, case.x, *args)
-    if not _accepts_mask(fn):
-        return None, finish(CheckResult(check, False, f"{where}: {label} has no `mask` parameter",
-                                        f"give {label} a `mask=None` parameter and pass it on "
-                                        "(to the attention, or to each block)."))
-    return call_learner(check, where, fn, case.x, *args, mask=case.mask)
-
-
-def _hint_for_error(failure: CheckResult) -> CheckResult:
-    """Sharpen the generic "your function raised" hint for the usual slip with MultiHeadAttention."""
-    if "'tuple'" in failure.summary:
-        failure.hint = ("`attention(h, h, h, mask)` returns a tuple `(output, weights)`: "
-                        "take the output with `[0]` (or `output, _ = attention(...)`).")
-        if not failure.summary.startswith("a tuple"):
-            failure.summary = (f"the attention's (output, weights) tuple is used as a tensor: "
-                           f"{failure.summary.removeprefix('a tuple (output, weights) is used as a tensor: ')}")
-    return failure
-
-
-
 def check_pre_ln_encoder(pre_ln_block: Callable[..., object], pre_ln_encoder: Callable[..., object]) -> CheckResult:
     """Check exercise 6: ``pre_ln_block(x, attention, ff, norm1, norm2, mask=None)`` and
     ``pre_ln_encoder(x, layers, norm, mask=None)`` against ``EncoderBlock``/``Encoder`` with
-    ``norm_first=True`` and shared weights, on three block cases and two stack cases.
+    ``norm_first=True`` and shared weights, on three block cases and two stack cases. The learner
+    gets copies of the modules. Built on ``_framework.py``: the mistakes are the candidates above
+    (the wirings, sublayer and stack slips), rebuilt from the case's reference module.
     """
+    cases = [_framework_case(case) for case in _cases()]
+    blocks = [c for c in cases if isinstance(c.info["module"], EncoderBlock)]
+    stacks = [c for c in cases if not isinstance(c.info["module"], EncoderBlock)]
     with one_cpu_thread():
-        return _check(pre_ln_block, pre_ln_encoder)
-
-
-def _check(pre_ln_block: Callable[..., object], pre_ln_encoder: Callable[..., object]) -> CheckResult:
-    cases = _cases()
-    for label, fn in (("pre_ln_block", pre_ln_block), ("pre_ln_encoder", pre_ln_encoder)):
-        if not callable(fn):
-            return finish(CheckResult(_NAME, False, f"{label}: expected a function, got {type(fn).__name__}",
-                                       "pass the two functions themselves, without calling them: "
-                                       "`check_pre_ln_encoder(pre_ln_block, pre_ln_encoder)`."))
-    for number, case in enumerate(cases, start=1):
-        label = "pre_ln_block" if case.num_layers == 0 else "pre_ln_encoder"
-        where = f"case {number}/{len(cases)} ({case.description})"
-        reference = _reference(case)
-        with torch.no_grad():
-            expected = reference(case.x, case.mask)
-        given = copy.deepcopy(reference)  # the learner gets a copy: the reference stays intact
-        with torch.no_grad():
-            if isinstance(given, EncoderBlock):
-                result, failure = _call(pre_ln_block, label, where, case, given.self_attn, given.ff, given.norm1,
-                                        given.norm2)
-            else:
-                result, failure = _call(pre_ln_encoder, label, where, case, given.layers, given.norm)
-        if failure is not None:
-            return _hint_for_error(failure)
-        check = f"{_NAME} [{label}]"
-        wrong = not_one_tensor(check, where, result, "end the function with `return x`.",
-                               "return only the block's output x, shape (B, L, D) (drop the attention weights).")
-        if wrong is not None:
-            return finish(wrong)
-        if result.shape != expected.shape:
-            return finish(CheckResult(check, False, f"{where}: the output has shape {shape_of(result)}, expected "
-                                      f"{tuple(expected.shape)} = (B, L, D)",
-                                      "each sublayer maps (B, L, D) to (B, L, D); the block's output has its input's shape."))
-        if torch.isnan(result).any():
-            return finish(CheckResult(check, False, f"{where}: the output contains NaN",
-                                      "look for a division by zero, or a fully masked row."))
-        if close(result, expected, tol=_TOL):
-            continue
-        again = copy.deepcopy(reference)
-        with torch.no_grad():
-            if isinstance(again, EncoderBlock):
-                second, _ = _call(pre_ln_block, label, where, case, again.self_attn, again.ff, again.norm1, again.norm2)
-            else:
-                second, _ = _call(pre_ln_encoder, label, where, case, again.layers, again.norm)
-        if isinstance(second, Tensor) and second.shape == result.shape and not close(second, result, tol=_TOL):
-            return finish(CheckResult(check, False, f"{where}: the output changes from one call to the next on the "
-                                      "same input: dropout is on (or something else is random)",
-                                      "this exercise has no dropout: remove `F.dropout(...)`/`nn.Dropout`, or pass "
-                                      "`training=False`; a model evaluates with `model.eval()`, which turns "
-                                      "dropout off."))
-        with torch.no_grad():
-            candidates = (_block_candidates(case, reference) if isinstance(reference, EncoderBlock)
-                          else _encoder_candidates(case, reference))
-            diagnosis = _diagnose(result, candidates)
-        if diagnosis is not None:
-            what, fix = diagnosis
-            return finish(CheckResult(check, False, f"{where}: {what}", fix))
-        difference = (result.detach().double() - expected.double()).abs().max().item()
-        hint = ("compare with the chapter's pre-LN recipe: `x = x + attention(h, h, h, mask)[0]` with "
-                "`h = norm1(x)`, then `x = x + ff(norm2(x))`, where ff is linear1, ReLU, linear2.")
-        if label == "pre_ln_encoder":
-            hint = ("run `x = pre_ln_block(x, layer.self_attn, layer.ff, layer.norm1, layer.norm2, mask)` for each "
-                    "layer in order, then `return norm(x)`.")
-        return finish(CheckResult(check, False, f"{where}: the output differs from the reference", hint,
-                                  [f"largest difference: {difference:.3g}"]))
-    return finish(CheckResult(_NAME, True, f"all {len(cases)} cases match EncoderBlock/Encoder(..., norm_first=True) "
-                              "(3 blocks, one with a padding mask; 2 stacks)"))
+        for label, fn, mine, mistakes in (("pre_ln_block", pre_ln_block, blocks, BLOCK_MISTAKES),
+                                          ("pre_ln_encoder", pre_ln_encoder, stacks, ENCODER_MISTAKES)):
+            session = Session(f"{_NAME} [{label}]", _hints(label), copy_modules=True)
+            if not callable(fn):
+                return done(session.fail(f"{label}: expected a function, got {type(fn).__name__}",
+                                         "pass the two functions themselves, without calling them: "
+                                         "`check_pre_ln_encoder(pre_ln_block, pre_ln_encoder)`."))
+            with torch.no_grad():
+                failure = run_check(session, fn, mine, _expected, ("the output",), mistakes, tol=_TOL,
+                                    expected_of=_expected)
+            if failure is not None:
+                if failure.summary == "not implemented yet":
+                    failure.summary = f"{label}: not implemented yet"
+                return done(failure)
+    return done(passed(Session(_NAME), f"all {len(cases)} cases match EncoderBlock/Encoder(..., norm_first=True) "
+                                       "(3 blocks, one with a padding mask; 2 stacks)"))

@@ -15,13 +15,10 @@ from torch import Tensor
 
 from ..attention import scaled_dot_product_attention
 from ..masks import causal_mask
-from ._framework import Session
+from ._framework import Case, Mistake, Session, done, judge, passed, run_check
 from ._result import (
     CheckResult,
     close,
-    finish,
-    not_one_tensor,
-    shape_of,
 )
 
 __all__ = ["check_expand_kv", "check_attend_with_cache"]
@@ -46,30 +43,6 @@ def _heads_used(result: Tensor, kv: Tensor) -> list[int | None]:
         match = [g for g in range(kv.size(1)) if torch.allclose(result[:, h].double(), kv[:, g].double())]
         used.append(match[0] if match else None)
     return used
-
-
-def _call(check: str, where: str, fn: Callable[..., object], *args: object,
-          cache: bool = False) -> tuple[object, CheckResult | None]:
-    """Call the learner; (value, None), or (None, a finished failure). Tensor arguments are cloned.
-
-    ``cache=True``: a ``torch.cat`` that fails on sizes is read as a cache appended on the wrong axis.
-    """
-    hints = [(r"view size is not compatible",
-              "the tensor is not contiguous (it came from a transpose), so `.view` cannot reshape it: "
-              "use `.reshape`, or `repeat_interleave`, which needs no reshape.",
-              "`.view` on a tensor that is not contiguous (it came from a transpose)")]
-    if cache:
-        hints.append((r"Sizes of tensors must match except in dimension (?P<axis>[013]|-[134])\b",
-                      "the cache was appended along dim \\g<axis>, not along the sequence (dim 2): the cache is "
-                      "(B, H_kv, T, d) and grows in T, one position per step: "
-                      "`torch.cat([key_cache, key_new], dim=2)`."))
-    value, failure = Session(check, hints).call(where, fn, list(args))
-    if failure is not None and cache and "Sizes of tensors must match except in dimension" in failure.summary \
-            and "appended along dim" in failure.hint:
-        axis = failure.hint.split("appended along dim ")[1].split(",")[0]
-        failure.summary = f"{where}: the cache was appended along dim {axis}, not along the sequence (dim 2): " \
-                          + failure.summary.split(": ", 1)[1].replace("your function raised", "torch.cat raised")
-    return value, (None if failure is None else finish(failure))
 
 
 # -- expand_kv ------------------------------------------------------------------------------------
@@ -100,22 +73,63 @@ def _expand_cases() -> list[_ExpandCase]:
     ]
 
 
-def _expand_wrong_shapes(kv: Tensor, num_heads: int) -> list[tuple[tuple[int, ...], str, str]]:
-    """Shapes that known mistakes produce: (shape, what is wrong, how to fix)."""
-    B, num_kv_heads, L, head_dim = kv.shape
-    group = num_heads // num_kv_heads
-    fix_dim = f"expand the heads, dim 1: {_REPEAT_INTERLEAVE}."
-    return [
-        ((B * group, num_kv_heads, L, head_dim), "expanded along dim 0 (the batch) instead of dim 1 (the heads)",
-         fix_dim),
-        ((B, num_kv_heads, L * group, head_dim), "expanded along dim 2 (the sequence) instead of dim 1 (the heads)",
-         fix_dim),
-        ((B, num_kv_heads, L, head_dim * group), "expanded along the last dim (the features) instead of dim 1 (the heads)",
-         fix_dim),
-        ((B, num_kv_heads * num_heads, L, head_dim),
-         "each KV head was repeated num_heads times instead of num_heads // H_kv times",
-         "repeat each KV head by the group size `num_heads // kv.size(1)`, so the result has num_heads heads."),
-    ]
+def _shape_is(shape: Callable[[int, int, int, int, int], tuple[int, ...]]) -> Callable[[Case, object], bool]:
+    """A predicate: the result has ``shape(B, H_kv, L, d, group)``."""
+
+    def predicate(case: Case, got: object) -> bool:
+        B, num_kv_heads, L, head_dim = case.args["kv"].shape
+        group = case.args["num_heads"] // num_kv_heads
+        return isinstance(got, Tensor) and tuple(got.shape) == shape(B, num_kv_heads, L, head_dim, group)
+
+    return predicate
+
+
+def _grouping(order: str) -> Callable[[Case, object], dict[str, object] | None]:
+    """A predicate on which KV head each query head copies: ``"tiled"`` (h % H_kv) or ``"other"`` (any order)."""
+
+    def predicate(case: Case, got: object) -> dict[str, object] | None:
+        kv, num_heads = case.args["kv"], case.args["num_heads"]
+        if not isinstance(got, Tensor) or got.shape != _expand(kv, num_heads).shape or got.dtype.is_complex:
+            return None
+        used = _heads_used(got.detach(), kv)
+        wanted = [h // (num_heads // kv.size(1)) for h in range(num_heads)]
+        tiled = used == [h % kv.size(1) for h in range(num_heads)]
+        if None in used or (order == "tiled") != tiled:
+            return None
+        return {"used": used, "wanted": wanted}
+
+    return predicate
+
+
+_FIX_DIM = f"expand the heads, dim 1: {_REPEAT_INTERLEAVE}."
+
+EXPAND_MISTAKES = [
+    Mistake("expanded along dim 0 (the batch) instead of dim 1 (the heads)", _FIX_DIM,
+            looks_like=_shape_is(lambda B, Hkv, L, d, g: (B * g, Hkv, L, d))),
+    Mistake("expanded along dim 2 (the sequence) instead of dim 1 (the heads)", _FIX_DIM,
+            looks_like=_shape_is(lambda B, Hkv, L, d, g: (B, Hkv, L * g, d))),
+    Mistake("expanded along the last dim (the features) instead of dim 1 (the heads)", _FIX_DIM,
+            looks_like=_shape_is(lambda B, Hkv, L, d, g: (B, Hkv, L, d * g))),
+    Mistake("each KV head was repeated num_heads times instead of num_heads // H_kv times",
+            "repeat each KV head by the group size `num_heads // kv.size(1)`, so the result has num_heads heads.",
+            looks_like=_shape_is(lambda B, Hkv, L, d, g: (B, Hkv * Hkv * g, L, d))),
+    Mistake("wrong grouping: query head h got KV head h % H_kv (the order of `repeat`/tiling), not h // (H / H_kv): "
+            "query heads got KV heads {used}, expected {wanted}",
+            f"{_CONVENTION}. `kv.repeat(1, group, 1, 1)` tiles [0, 1, 0, 1, ...]; use {_REPEAT_INTERLEAVE}, which "
+            "gives [0, 0, ..., 1, 1, ...].", looks_like=_grouping("tiled")),
+    Mistake("every head is a copy of a KV head, but not in the right order: query heads got KV heads {used}, "
+            "expected {wanted}", f"{_CONVENTION}: {_REPEAT_INTERLEAVE}.", looks_like=_grouping("other")),
+    Mistake("the values differ from the reference: some heads are not copies of any KV head",
+            f"expansion only copies: each output head must equal one input KV head, unchanged. {_CONVENTION}.",
+            looks_like=lambda case, got: isinstance(got, Tensor) and not got.dtype.is_complex
+            and got.shape == _expand(case.args["kv"], case.args["num_heads"]).shape
+            and None in _heads_used(got.detach(), case.args["kv"])),
+]
+
+_VIEW_HINT = (r"view size is not compatible",
+              "the tensor is not contiguous (it came from a transpose), so `.view` cannot reshape it: "
+              "use `.reshape`, or `repeat_interleave`, which needs no reshape.",
+              "`.view` on a tensor that is not contiguous (it came from a transpose)")
 
 
 def check_expand_kv(fn: Callable[..., object]) -> CheckResult:
@@ -127,47 +141,15 @@ def check_expand_kv(fn: Callable[..., object]) -> CheckResult:
     expansion), groups of 2 with odd sizes, and a non-contiguous input. Names: ``repeat``/tiling
     instead of ``repeat_interleave`` (head h gets KV head h % H_kv), expanding the wrong
     dimension (batch, sequence or features), repeating by num_heads instead of the group size.
+    Built on ``_framework.py``: the mistakes are the table :data:`EXPAND_MISTAKES`.
     """
-    name = "check_expand_kv"
-    cases = _expand_cases()
-    for number, case in enumerate(cases, start=1):
-        where = f"case {number}/{len(cases)} ({case.description})"
-        result, failure = _call(name, where, fn, case.kv, case.num_heads)
-        if failure is not None:
-            return failure
-        expected = _expand(case.kv, case.num_heads)
-        wrong = not_one_tensor(name, where, result, "return the expanded tensor of shape (B, num_heads, L, d), "
-                               f"e.g. {_REPEAT_INTERLEAVE}.")
-        if wrong is not None:
-            return finish(wrong)
-        if result.shape != expected.shape:
-            for shape, what, fix in _expand_wrong_shapes(case.kv, case.num_heads):
-                if tuple(result.shape) == shape:
-                    return finish(CheckResult(name, False, f"{where}: {what}", fix,
-                                              [f"got shape {shape_of(result)}, expected {tuple(expected.shape)}"]))
-            return finish(CheckResult(name, False, f"{where}: the result has shape {shape_of(result)}, expected "
-                                      f"{tuple(expected.shape)} = (B, num_heads, L, d)",
-                                      f"keep B, L and d; only the head dim grows from H_kv to num_heads: "
-                                      f"{_REPEAT_INTERLEAVE}."))
-        if close(result, expected):
-            continue
-        num_kv_heads = case.kv.size(1)
-        used = _heads_used(result.detach(), case.kv)
-        wanted = [h // (case.num_heads // num_kv_heads) for h in range(case.num_heads)]
-        details = [f"query heads got KV heads {used}, expected {wanted}"]
-        if used == [h % num_kv_heads for h in range(case.num_heads)]:
-            return finish(CheckResult(
-                name, False, f"{where}: wrong grouping: query head h got KV head h % H_kv (the order of "
-                "`repeat`/tiling), not h // (H / H_kv)", f"{_CONVENTION}. `kv.repeat(1, group, 1, 1)` tiles "
-                f"[0, 1, 0, 1, ...]; use {_REPEAT_INTERLEAVE}, which gives [0, 0, ..., 1, 1, ...].", details))
-        if None not in used:
-            return finish(CheckResult(name, False, f"{where}: every head is a copy of a KV head, but not in the "
-                                      "right order", f"{_CONVENTION}: {_REPEAT_INTERLEAVE}.", details))
-        return finish(CheckResult(name, False, f"{where}: the values differ from the reference: some heads are not "
-                                  "copies of any KV head", "expansion only copies: each output head must equal one "
-                                  f"input KV head, unchanged. {_CONVENTION}.", details))
-    return finish(CheckResult(name, True, f"all {len(cases)} cases match the reference (groups of 4 and 2, "
-                              "multi-query, multi-head, a non-contiguous input)"))
+    session = Session("check_expand_kv", [_VIEW_HINT])
+    cases = [Case(c.description, {"kv": c.kv, "num_heads": c.num_heads}) for c in _expand_cases()]
+    failure = run_check(session, fn, cases, _expand, ("expanded",), EXPAND_MISTAKES)
+    if failure is not None:
+        return done(failure)
+    return done(passed(session, f"all {len(cases)} cases match the reference (groups of 4 and 2, multi-query, "
+                                "multi-head, a non-contiguous input)"))
 
 
 # -- attend_with_cache ----------------------------------------------------------------------------
@@ -190,41 +172,105 @@ def _reference_step(step: _Step) -> tuple[Tensor, Tensor, Tensor]:
     return out, key, value
 
 
-def _step_mistakes(step: _Step) -> list[tuple[Tensor | None, Tensor | None, str, str]]:
-    """Known wrong steps: (output or None, key cache or None, what is wrong, how to fix)."""
-    num_heads, num_kv_heads = step.query.size(1), step.key_new.size(1)
-    group = num_heads // num_kv_heads
-    key = torch.cat([step.key_cache, step.key_new], dim=2)
-    value = torch.cat([step.value_cache, step.value_new], dim=2)
-    q, d = step.query, step.query.size(-1)
+def _step_fn(grouping: str = "interleave", scale: bool = True, prepend: bool = False, first_key_only: bool = False,
+             without_new: bool = False) -> Callable[..., tuple[Tensor, Tensor, Tensor]]:
+    """A wrong decoding step with the learner's signature: one switch per mistake."""
 
-    def attend(k: Tensor, v: Tensor, scale: float = 1 / math.sqrt(d)) -> Tensor:
-        weights = torch.softmax(q @ k.transpose(-2, -1) * scale, dim=-1)
-        return weights @ v
+    def step(query: Tensor, key_cache: Tensor, value_cache: Tensor, key_new: Tensor,
+             value_new: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        num_heads, group = query.size(1), query.size(1) // key_new.size(1)
+        key = torch.cat([key_new, key_cache] if prepend else [key_cache, key_new], dim=2)
+        value = torch.cat([value_new, value_cache] if prepend else [value_cache, value_new], dim=2)
+        k, v = (key_cache, value_cache) if without_new else (key, value)
+        if first_key_only:
+            k, v = k[:, :, :1], v[:, :, :1]
+        expand = (lambda t: t.repeat(1, group, 1, 1)) if grouping == "tile" else (lambda t: _expand(t, num_heads))
+        scores = query @ expand(k).transpose(-2, -1) / (math.sqrt(query.size(-1)) if scale else 1.0)
+        return torch.softmax(scores, dim=-1) @ expand(v), key, value
 
-    out: list[tuple[Tensor | None, Tensor | None, str, str]] = [
-        (attend(key.repeat(1, group, 1, 1), value.repeat(1, group, 1, 1)), None,
-         "wrong grouping: query head h attended to KV head h % H_kv (`repeat`/tiling), not h // (H / H_kv)",
-         f"{_CONVENTION}: expand with `repeat_interleave` (your `expand_kv` from part 1), not `repeat`."),
-        (attend(_expand(key, num_heads), _expand(value, num_heads), 1.0), None, "the scores are not scaled",
-         "divide the scores q Kᵀ by sqrt(d), as in every attention."),
-        (None, torch.cat([step.key_new, step.key_cache], dim=2),
-         "the new key is put in front of the cache, not appended at the end",
-         "append: `torch.cat([key_cache, key_new], dim=2)`; position t must stay at index t of the cache "
-         "(the output alone cannot tell, but positions and later steps can)."),
-        (None, value, "the key and value caches are returned in the wrong order",
-         "return `(output, key_cache, value_cache)`."),
-        (attend(_expand(key[:, :, :1], num_heads), _expand(value[:, :, :1], num_heads)), None,
-         "the new token attends only to the first key: a causal mask with one query (e.g. "
-         "`is_causal=True`, which PyTorch aligns top-left) hides every other cached key",
-         "use no mask: every cached key is in the new token's past, so it may attend to all of them."),
-    ]
-    if step.key_cache.size(2) > 0:
-        old_k, old_v = _expand(step.key_cache, num_heads), _expand(step.value_cache, num_heads)
-        out.append((attend(old_k, old_v), None, "the new token does not attend to its own key and value",
-                    "append the new key and value to the caches *before* attending: the new token is one of "
-                    "the keys it looks at."))
-    return out
+    return step
+
+
+def _cache_shape(label: str, shape: Callable[[int, int, int, int], tuple[int, ...]]) -> Callable[[Case, object], object]:
+    """A predicate: the returned cache ``label`` has ``shape(B, H_kv, T + 1, d)``; gives the fields for the name."""
+
+    def predicate(case: Case, got: object) -> dict[str, object] | None:
+        index = 1 if label == "key_cache" else 2
+        cache = got[index] if isinstance(got, (tuple, list)) and len(got) == 3 else None
+        B, num_kv_heads, past, head_dim = case.args[label].shape
+        if isinstance(cache, Tensor) and tuple(cache.shape) == shape(B, num_kv_heads, past + 1, head_dim):
+            return {"label": label, "got": tuple(cache.shape), "heads": cache.size(1), "H_kv": num_kv_heads}
+        return None
+
+    return predicate
+
+
+def _caches_swapped(case: Case, got: object) -> bool:
+    _, key, value = _reference_step(_Step(**case.args))
+    return (isinstance(got, (tuple, list)) and len(got) == 3 and isinstance(got[1], Tensor)
+            and got[1].shape == value.shape and close(got[1], value) and not close(key, value))
+
+
+def _nan_output(case: Case, got: object) -> bool:
+    return (isinstance(got, (tuple, list)) and len(got) == 3 and isinstance(got[0], Tensor)
+            and not got[0].dtype.is_complex and bool(got[0].isnan().any()))
+
+
+_APPEND = "the cache is (B, H_kv, T, d) and grows in T: `torch.cat([key_cache, key_new], dim=2)`."
+
+STEP_MISTAKES = [
+    Mistake("the cache was appended along dim 1 (the heads), not along the sequence (dim 2)", _APPEND,
+            looks_like=_cache_shape("key_cache", lambda B, H, L, d: (B, 2 * H, L - 1, d) if L == 2 else None)),
+    Mistake("the cache was appended along dim 0 (the batch), not along the sequence (dim 2)", _APPEND,
+            looks_like=_cache_shape("key_cache", lambda B, H, L, d: (2 * B, H, L - 1, d) if L == 2 else None)),
+    Mistake("the cache was appended along the last dim (the features), not along the sequence (dim 2)", _APPEND,
+            looks_like=_cache_shape("key_cache", lambda B, H, L, d: (B, H, L - 1, 2 * d) if L == 2 else None)),
+    Mistake("the cache holds the expanded keys/values ({heads} heads), not the H_kv={H_kv} shared ones",
+            "cache the small (B, H_kv, T, d) tensors and expand a copy for the attention: that is the memory "
+            "grouped-query attention saves.",
+            looks_like=lambda case, got: (lambda f: f if f and f["heads"] != f["H_kv"] else None)(
+                _cache_shape("key_cache", lambda B, H, L, d: (B, case.args["query"].size(1), L, d))(case, got))),
+    Mistake("the returned {label} was not updated with the new token",
+            "return the caches with the new key and value appended (T + 1 positions), so that the next step sees "
+            "this token.", looks_like=lambda case, got: _cache_shape("key_cache", lambda B, H, L, d: (B, H, L - 1, d))(
+                case, got) or _cache_shape("value_cache", lambda B, H, L, d: (B, H, L - 1, d))(case, got)),
+    Mistake("the key and value caches are returned in the wrong order", "return `(output, key_cache, value_cache)`.",
+            looks_like=_caches_swapped),
+    Mistake("wrong grouping: query head h attended to KV head h % H_kv (`repeat`/tiling), not h // (H / H_kv)",
+            f"{_CONVENTION}: expand with `repeat_interleave` (your `expand_kv` from part 1), not `repeat`.",
+            _step_fn(grouping="tile")),
+    Mistake("the scores are not scaled", "divide the scores q Kᵀ by sqrt(d), as in every attention.",
+            _step_fn(scale=False)),
+    Mistake("the new key is put in front of the cache, not appended at the end",
+            "append: `torch.cat([key_cache, key_new], dim=2)`; position t must stay at index t of the cache "
+            "(the output alone cannot tell, but positions and later steps can).", _step_fn(prepend=True)),
+    Mistake("the new token attends only to the first key: a causal mask with one query (e.g. `is_causal=True`, which "
+            "PyTorch aligns top-left) hides every other cached key",
+            "use no mask: every cached key is in the new token's past, so it may attend to all of them.",
+            _step_fn(first_key_only=True)),
+    Mistake("the new token does not attend to its own key and value",
+            "append the new key and value to the caches *before* attending: the new token is one of the keys it "
+            "looks at.", _step_fn(without_new=True), when=lambda case: case.args["key_cache"].size(2) > 0),
+    Mistake("the output contains NaN", "with an empty cache (T = 0) the new token is the only key: append before "
+            "attending, and do not mask it out.", looks_like=_nan_output),
+]
+
+_CACHE_HINTS = [
+    _VIEW_HINT,
+    (r"Sizes of tensors must match except in dimension (?P<axis>[013]|-[134])\b",
+     "the cache is (B, H_kv, T, d) and grows in T, one position per step: `torch.cat([key_cache, key_new], dim=2)`.",
+     "the cache was appended along dim \\g<axis>, not along the sequence (dim 2)"),
+]
+
+
+def _step_reference(query: Tensor, key_cache: Tensor, value_cache: Tensor, key_new: Tensor,
+                    value_new: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    return _reference_step(_Step(query, key_cache, value_cache, key_new, value_new))
+
+
+def _step_case(description: str, step: _Step) -> Case:
+    return Case(description, {"query": step.query, "key_cache": step.key_cache, "value_cache": step.value_cache,
+                              "key_new": step.key_new, "value_new": step.value_new})
 
 
 def _step(seed: int, B: int, num_heads: int, num_kv_heads: int, head_dim: int, past: int) -> _Step:
@@ -238,81 +284,6 @@ def _step(seed: int, B: int, num_heads: int, num_kv_heads: int, head_dim: int, p
                  rand(B, num_kv_heads, 1, head_dim), rand(B, num_kv_heads, 1, head_dim))
 
 
-def _check_step_result(name: str, where: str, result: object, step: _Step) -> CheckResult | None:
-    """None when the learner's step matches the reference; else the finished failure."""
-    if not isinstance(result, (tuple, list)) or len(result) != 3:
-        got = f"one tensor of shape {shape_of(result)}" if isinstance(result, Tensor) else type(result).__name__
-        return finish(CheckResult(name, False, f"{where}: returned {got}, expected a tuple "
-                                  "(output, key_cache, value_cache)",
-                                  "return the output and both updated caches: `return output, key_cache, value_cache`."))
-    output, key_cache, value_cache = result
-    if not all(isinstance(t, Tensor) for t in result):
-        return finish(CheckResult(name, False, f"{where}: returned ({', '.join(type(t).__name__ for t in result)}), "
-                                  "expected three tensors", "return `output, key_cache, value_cache`, all tensors."))
-    expected_out, expected_k, expected_v = _reference_step(step)
-    for label, got, want in (("key_cache", key_cache, expected_k), ("value_cache", value_cache, expected_v)):
-        if got.shape != want.shape:
-            B, num_kv_heads, L, head_dim = want.shape
-            past = L - 1  # torch.cat on another axis only works when T == 1
-            wrong_axis = {
-                (B, 2 * num_kv_heads, past, head_dim): "dim 1 (the heads)",
-                (2 * B, num_kv_heads, past, head_dim): "dim 0 (the batch)",
-                (B, num_kv_heads, past, 2 * head_dim): "the last dim (the features)",
-            }.get(tuple(got.shape)) if past == 1 else None
-            if wrong_axis is not None:
-                return finish(CheckResult(name, False, f"{where}: the cache was appended along {wrong_axis}, not "
-                                          "along the sequence (dim 2)", "the cache is (B, H_kv, T, d) and grows in T: "
-                                          "`torch.cat([key_cache, key_new], dim=2)`.",
-                                          [f"{label} has shape {shape_of(got)}, expected {tuple(want.shape)}"]))
-            if got.shape == _expand(want, step.query.size(1)).shape and got.size(1) != want.size(1):
-                return finish(CheckResult(name, False, f"{where}: the cache holds the expanded keys/values "
-                                          f"({got.size(1)} heads), not the H_kv={want.size(1)} shared ones",
-                                          "cache the small (B, H_kv, T, d) tensors and expand a copy for the "
-                                          "attention: that is the memory grouped-query attention saves."))
-            if tuple(got.shape) == (B, num_kv_heads, L - 1, head_dim):
-                return finish(CheckResult(name, False, f"{where}: the returned {label} was not updated with the new "
-                                          "token", "return the caches with the new key and value appended "
-                                          "(T + 1 positions), so that the next step sees this token."))
-            return finish(CheckResult(name, False, f"{where}: {label} has shape {shape_of(got)}, expected "
-                                      f"{tuple(want.shape)} = (B, H_kv, T + 1, d)",
-                                      "append the new (B, H_kv, 1, d) key/value to the cache along dim 2."))
-    if output.shape != expected_out.shape:
-        return finish(CheckResult(name, False, f"{where}: the output has shape {shape_of(output)}, expected "
-                                  f"{tuple(expected_out.shape)} = (B, H, 1, d)",
-                                  "attend with the (B, H, 1, d) query over the expanded (B, H, T + 1, d) keys "
-                                  "and values; the output has one position per query."))
-    out_ok = close(output, expected_out)
-    k_ok, v_ok = close(key_cache, expected_k), close(value_cache, expected_v)
-    if out_ok and k_ok and v_ok:
-        return None
-    for m_out, m_k, what, fix in _step_mistakes(step):
-        if m_out is not None and not out_ok and close(output, m_out, 1e-4):
-            return finish(CheckResult(name, False, f"{where}: {what}", fix))
-        if m_k is not None and not k_ok and close(key_cache, m_k):
-            return finish(CheckResult(name, False, f"{where}: {what}", fix))
-    if not out_ok:
-        if output.isnan().any():
-            return finish(CheckResult(name, False, f"{where}: the output contains NaN",
-                                      "with an empty cache (T = 0) the new token is the only key: append before "
-                                      "attending, and do not mask it out."))
-        return finish(CheckResult(name, False, f"{where}: the output differs from the reference",
-                                  "append, expand with repeat_interleave, then softmax(q Kᵀ / sqrt(d)) V over every "
-                                  "cached position (no mask: they are all in the past).",
-                                  [f"largest difference: {(output.detach().double() - expected_out.double()).abs().max():.3g}"]))
-    label = "key_cache" if not k_ok else "value_cache"
-    return finish(CheckResult(name, False, f"{where}: the output is right but {label} differs from the reference",
-                              f"return the {label} with the new token appended at the end, unchanged otherwise."))
-
-
-def _run_step(name: str, where: str, fn: Callable[..., object], step: _Step) -> tuple[object, CheckResult | None]:
-    """Call the learner on one decoding step and validate what it returned: ``(result, failure)``."""
-    result, failure = _call(name, where, fn, step.query, step.key_cache, step.value_cache,
-                            step.key_new, step.value_new, cache=True)
-    if failure is None:
-        failure = _check_step_result(name, where, result, step)
-    return result, failure
-
-
 def check_attend_with_cache(fn: Callable[..., object]) -> CheckResult:
     """Check ``fn(query, key_cache, value_cache, key_new, value_new) -> (output, key_cache, value_cache)``.
 
@@ -322,20 +293,21 @@ def check_attend_with_cache(fn: Callable[..., object]) -> CheckResult:
     back the learner's own caches, compared with the full causal pass. Names: a cache appended along
     the wrong axis (heads, batch or features), prepended instead of appended, not returned updated,
     holding expanded heads, ``repeat`` instead of ``repeat_interleave``, unscaled scores, and a new
-    token that does not attend to itself.
+    token that does not attend to itself. Built on ``_framework.py``: the mistakes are :data:`STEP_MISTAKES`.
     """
-    name = "check_attend_with_cache"
+    session = Session("check_attend_with_cache", _CACHE_HINTS)
+    outputs = ("output", "key_cache", "value_cache")
     configs = [  # (description, seed, B, H, H_kv, d, cached positions T)
         ("B=2, H=4 query heads, H_kv=2, d=8, a cache of T=3 positions", 1, 2, 4, 2, 8, 3),
         ("B=1, H=6, H_kv=3, d=4, an empty cache (T=0)", 2, 1, 6, 3, 4, 0),
         ("B=2, H=4, H_kv=1 (multi-query), d=8, T=5", 3, 2, 4, 1, 8, 5),
     ]
-    for number, (description, seed, B, num_heads, num_kv_heads, head_dim, past) in enumerate(configs, start=1):
-        where = f"case {number}/{len(configs) + 1} ({description})"
-        step = _step(seed, B, num_heads, num_kv_heads, head_dim, past)
-        result, failure = _run_step(name, where, fn, step)
-        if failure is not None:
-            return failure
+    n = len(configs) + 1
+    cases = [_step_case(description, _step(seed, B, H, H_kv, d, past))
+             for description, seed, B, H, H_kv, d, past in configs]
+    failure = run_check(session, fn, cases, _step_reference, outputs, STEP_MISTAKES)
+    if failure is not None:
+        return done(failure)
 
     # Decode a whole sequence from an empty cache, feeding back the learner's caches.
     B, num_heads, num_kv_heads, head_dim, L = 2, 4, 2, 8, 6
@@ -348,15 +320,18 @@ def check_attend_with_cache(fn: Callable[..., object]) -> CheckResult:
     key_cache = torch.zeros(B, num_kv_heads, 0, head_dim)
     value_cache = torch.zeros(B, num_kv_heads, 0, head_dim)
     for t in range(L):
-        where = (f"case {len(configs) + 1}/{len(configs) + 1} (decoding L={L} tokens one by one from an empty "
-                 f"cache, B={B}, H={num_heads}, H_kv={num_kv_heads}; step {t})")
-        step = _Step(query[:, :, t : t + 1], key_cache, value_cache, key[:, :, t : t + 1], value[:, :, t : t + 1])
-        result, failure = _run_step(name, where, fn, step)
+        where = (f"the last case: decoding L={L} tokens one by one from an empty cache, B={B}, H={num_heads}, "
+                 f"H_kv={num_kv_heads}; step {t}")
+        case = _step_case(where, _Step(query[:, :, t : t + 1], key_cache, value_cache, key[:, :, t : t + 1],
+                                       value[:, :, t : t + 1]))
+        got, failure = session.call(where, fn, case.args)
+        if failure is None:
+            failure = judge(session, where, case, got, _step_reference(**case.args), outputs, STEP_MISTAKES)
         if failure is not None:
-            return failure
-        output, key_cache, value_cache = (x.detach().to(torch.float32) for x in result)  # type: ignore[union-attr]
+            return done(failure)
+        output, key_cache, value_cache = (x.detach().to(torch.float32) for x in got)  # type: ignore[union-attr]
         if not close(output, full[:, :, t : t + 1]):
-            return finish(CheckResult(name, False, f"{where}: the output differs from the full causal pass",
-                                      "each step must equal row t of causal attention over the whole sequence."))
-    return finish(CheckResult(name, True, f"all {len(configs) + 1} cases match the reference (a cache of 3, an empty "
-                              f"cache, multi-query, and {L} steps equal to the full causal pass)"))
+            return done(session.fail(f"the output differs from the full causal pass ({where})",
+                                     "each step must equal row t of causal attention over the whole sequence."))
+    return done(passed(session, f"all {n} cases match the reference (a cache of 3, an empty cache, multi-query, "
+                                f"and {L} steps equal to the full causal pass)"))

@@ -18,9 +18,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import torch
-
-from ._result import CheckResult, call_learner, finish, learner_error
+from ._framework import Case, Session, as_number, done, judge, passed
+from ._result import CheckResult
 
 __all__ = ["check_warmup_lr", "reference_warmup_lr"]
 
@@ -72,29 +71,6 @@ class _Point:
 
 def _same(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
-
-
-def _as_number(value: object) -> float | None:
-    """A Python float from a number or a one-element tensor/array; None for anything else."""
-    if isinstance(value, (bool, str, bytes, complex)) or value is None:  # NumPy's complex types included
-        return None
-    if isinstance(value, torch.Tensor):
-        if value.numel() != 1 or value.dtype.is_complex or value.dtype == torch.bool:
-            return None
-        return float(value.detach().reshape(-1)[0])
-    try:
-        return float(value)  # int, float, NumPy scalars
-    except OverflowError:  # an int too large for a float: a number, far too large
-        return math.inf
-    except (TypeError, ValueError, RuntimeError):
-        return None
-
-
-class _ZeroDivision:
-    """What the guarded learner function returns instead of raising ZeroDivisionError."""
-
-    def __init__(self, exc: ZeroDivisionError) -> None:
-        self.exc = exc
 
 
 def _matches(points: Sequence[_Point], formula: Callable[[int, float, int], float]) -> bool:
@@ -180,56 +156,46 @@ def _diagnose(points: list[_Point]) -> tuple[str, str]:
             f"after the warm-up the rate is base_lr * sqrt(warmup_steps / (step + 1)); all together: {formula}.")
 
 
+_HINTS = [(r"^ZeroDivisionError", "steps are counted from 0, so at step 0 `warmup_steps / step` divides by zero: use "
+           "step + 1, the number of updates made so far, sqrt(warmup_steps / (step + 1)); elsewhere look for a "
+           "division by step - something, or by warmup_steps - 1.", "your function divided by zero")]
+
+
 def check_warmup_lr(fn: Callable[[int, float, int], float]) -> CheckResult:
     """Check a learner's ``warmup_lr(step, base_lr, warmup_steps) -> float`` (exercise 7).
 
     Runs four schedules (a short warm-up step by step, the paper's 4000-step warm-up, a
     ``base_lr`` above 1, and ``warmup_steps=1``) against :func:`reference_warmup_lr`, and names
-    the mistake when a value differs.
+    the mistake when a value differs. Built on ``_framework.py``: each value is called and judged
+    as a number (type, finiteness) by the framework; the mistake is then read off the whole
+    schedule (:func:`_diagnose`), since most slips show only across steps.
     """
-    if not callable(fn):
-        return finish(CheckResult(NAME, False, f"expected a function, got {type(fn).__name__}",
-                                   "pass the function itself, without calling it: `check_warmup_lr(warmup_lr)`."))
-
-    def guarded(step: int, base_lr: float, warmup_steps: int) -> object:
-        try:
-            return fn(step, base_lr, warmup_steps)
-        except ZeroDivisionError as exc:  # feedback of its own, below
-            return _ZeroDivision(exc)
-
+    session = Session(NAME, _HINTS)
     cases = _cases()
     points: list[_Point] = []
     for number, case in enumerate(cases, start=1):
         for step in case.steps:
-            where = f"case {number}/{len(cases)} ({case.description}), step {step}"
-            value, failure = call_learner(NAME, where, guarded, step, case.base_lr, case.warmup_steps)
+            where = f"case {number}/{len(cases)}: {case.description}, step {step}"
+            value, failure = session.call(where, fn, {"step": step, "base_lr": case.base_lr,
+                                                      "warmup_steps": case.warmup_steps})
             if failure is not None:
-                return failure
-            if isinstance(value, _ZeroDivision):
-                if step == 0:
-                    return finish(CheckResult(
-                        NAME, False, f"{where}: your function divided by zero ({learner_error(value.exc)})",
-                        "steps are counted from 0, so at step 0 `warmup_steps / step` divides by zero. "
-                        "Use step + 1, the number of updates made so far: sqrt(warmup_steps / (step + 1))."))
-                return finish(CheckResult(NAME, False, f"{where}: your function divided by zero "
-                                           f"({learner_error(value.exc)})",
-                                           "look for a division by step - something, or by warmup_steps - 1."))
-            number_value = _as_number(value)
-            if number_value is None:
-                got = "None (is the `return` missing?)" if value is None else f"{type(value).__name__} {value!r:.60}"
-                return finish(CheckResult(NAME, False, f"{where}: returned {got}, expected a number",
-                                           "return the learning rate as a float, e.g. `return base_lr * factor`."))
-            if not math.isfinite(number_value):
-                return finish(CheckResult(NAME, False, f"{where}: returned {number_value}, expected a finite number",
+                return done(failure)
+            expected = reference_warmup_lr(step, case.base_lr, case.warmup_steps)
+            got = as_number(value)
+            if got is None or not math.isfinite(got):  # the framework names a wrong type or a NaN/inf
+                failure = judge(session, where, Case(where, {}), value, expected, ("the learning rate",), tol=0.0)
+                if got is not None:
+                    failure = session.fail(f"returned {got}, expected a finite number ({where})",
                                            "the learning rate must be a finite number; look for a division by zero "
-                                           "or a square root of a negative number."))
-            points.append(_Point(case, step, number_value, reference_warmup_lr(step, case.base_lr, case.warmup_steps)))
+                                           "or a square root of a negative number.")
+                return done(failure)
+            points.append(_Point(case, step, got, expected))
 
     if all(_same(p.got, p.expected) for p in points):
-        return finish(CheckResult(NAME, True, f"all {len(points)} learning rates in {len(cases)} schedules match "
-                                   "(short and long warm-ups, base_lr above 1, no warm-up)"))
+        return done(passed(session, f"all {len(points)} learning rates in {len(cases)} schedules match "
+                                    "(short and long warm-ups, base_lr above 1, no warm-up)"))
     what, fix = _diagnose(points)
     first = next(p for p in points if not _same(p.got, p.expected))
     details = [f"first difference: {first.case.description}, step {first.step}: "
                f"you give {first.got:.6g}, expected {first.expected:.6g}"]
-    return finish(CheckResult(NAME, False, what, fix, details))
+    return done(session.fail(what, fix, details))

@@ -17,17 +17,16 @@ inverted or ignored mask, ...) and the feedback names the mistake and how to fix
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from ..masks import padding_mask
 from ..multihead import MultiHeadAttention
-from ._result import CheckResult, call_learner, close, finish, not_one_tensor, same_up_to_nan, shape_of
+from ._framework import Case, Mistake, Session, passed, run_check, shape_is
+from ._result import CheckResult, close, finish
 
 __all__ = ["check_split_heads", "check_merge_heads", "check_multi_head_forward", "check_multi_head_attention"]
 
@@ -51,49 +50,6 @@ _FIX_VIEW_AFTER_TRANSPOSE = (
     "after `.transpose(1, 2)` the tensor is not contiguous in memory, so `.view` refuses to flatten it: "
     "use `.reshape(B, L, H * d_k)` (or `.contiguous().view(...)`)."
 )
-
-
-def _hint_for_error(summary: str, d_model: int, num_heads: int) -> str | None:
-    """A specific hint for a known exception message, or None."""
-    if "view size is not compatible" in summary:
-        return _FIX_VIEW_AFTER_TRANSPOSE
-    if "is invalid for input of size" in summary:
-        return (
-            f"wrong head dimension: each head gets d_k = d_model // num_heads features (here "
-            f"{d_model} // {num_heads} = {d_model // num_heads}), not d_model; the sizes in a view must "
-            f"multiply to the tensor's size: `x.view(B, L, num_heads, d_model // num_heads)`."
-        )
-    if "float" in summary and ("int" in summary or "size" in summary):
-        return "d_model / num_heads is a float in Python 3: use integer division, `d_model // num_heads`."
-    if "mat1 and mat2" in summary:
-        return (
-            "a projection got a tensor of the wrong width: apply w_q, w_k, w_v to the (B, L, D) inputs "
-            "before splitting, and w_o to the merged (B, L, D) heads."
-        )
-    return None
-
-
-def _refine(failure: CheckResult, function: str, d_model: int, num_heads: int) -> CheckResult:
-    """Say which function a stub or an error came from, and give a specific hint where one is known."""
-    if failure.summary == "not implemented yet":
-        failure.summary = f"{function}: not implemented yet"
-        return failure
-    hint = _hint_for_error(failure.summary, d_model, num_heads)
-    if hint is not None:
-        failure.hint = hint
-        name = next((name for key, name in _ERROR_NAMES if key in hint), None)
-        if name is not None and not failure.summary.startswith(name):
-            failure.summary = f"{name}: {failure.summary}"
-    return failure
-
-
-#: The mistake each specific hint above is about: the feedback's first line names it.
-_ERROR_NAMES = [
-    ("not contiguous", "`.view` after a transpose (the tensor is not contiguous)"),
-    ("wrong head dimension", "wrong head dimension: a view's sizes do not multiply to the tensor's size"),
-    ("integer division", "d_model / num_heads is a float: integer division `//` is needed"),
-    ("wrong width", "a projection got a tensor of the wrong width"),
-]
 
 
 # -- reference and wrong versions of the reshapes ---------------------------------------------------
@@ -132,59 +88,66 @@ def _merge_interleaved(x: Tensor) -> Tensor:
 # -- split_heads -----------------------------------------------------------------------------------
 
 
-def _split_cases() -> list[tuple[str, Tensor, int]]:
+def _split_cases() -> list[Case]:
     g = torch.Generator().manual_seed(4)
     # L, H and d_k differ within each case, so a swapped axis shows in the shape.
-    return [
-        ("x of shape (2, 5, 12), num_heads=3 (d_k=4)", torch.randn(2, 5, 12, generator=g), 3),
-        ("x of shape (1, 6, 16), num_heads=4 (d_k=4)", torch.randn(1, 6, 16, generator=g), 4),
-        ("x of shape (3, 4, 16), num_heads=8 (d_k=2)", torch.randn(3, 4, 16, generator=g), 8),
-        ("x of shape (2, 3, 6), num_heads=1 (one head: d_k = d_model)", torch.randn(2, 3, 6, generator=g), 1),
-    ]
+    cases = []
+    for shape, num_heads, note in (((2, 5, 12), 3, ""), ((1, 6, 16), 4, ""), ((3, 4, 16), 8, ""),
+                                   ((2, 3, 6), 1, ", one head: d_k = d_model")):
+        B, L, D = shape
+        cases.append(Case(f"split_heads, x of shape {shape}, num_heads={num_heads} (d_k={D // num_heads}{note})",
+                          {"x": torch.randn(*shape, generator=g), "num_heads": num_heads},
+                          info={"B": B, "L": L, "D": D, "H": num_heads, "d_k": D // num_heads}))
+    return cases
+
+
+def _wrong_values(reference: Callable[..., Tensor]) -> Callable[[Case, object], bool]:
+    """A predicate: the right shape, but the values differ (the last resort of the reshapes' tables)."""
+    return lambda case, got: (isinstance(got, Tensor) and not got.dtype.is_complex
+                              and got.shape == reference(*case.args.values()).shape)
+
+
+SPLIT_MISTAKES = [
+    Mistake("returned shape (B, L, H, d_k) = ({B}, {L}, {H}, {d_k}): the head axis is not moved in front of the "
+            "positions", "add `.transpose(1, 2)` after the view, giving (B, H, L, d_k): attention then treats (B, H) "
+            "as batch dimensions, one attention per head.",
+            looks_like=shape_is(lambda B, L, D, H, d_k: (B, L, H, d_k) if L != H else None)),
+    Mistake("returned shape (B, H, L, d_model) = ({B}, {H}, {L}, {D}): each head has all d_model={D} features "
+            "(wrong head dimension)", "each head gets a slice of d_k = d_model // num_heads = {d_k} features, not a "
+            "copy of all d_model of them.", looks_like=shape_is(lambda B, L, D, H, d_k: (B, H, L, D) if H > 1 else None)),
+    Mistake("reshape without transpose (`x.view(B, H, L, d_k)`) mixes positions across heads", _FIX_NO_TRANSPOSE_SPLIT,
+            _split_no_transpose),
+    Mistake("the heads are interleaved (head h takes features h, h+H, h+2H, ...)", _FIX_INTERLEAVED,
+            _split_interleaved),
+    Mistake("the right shape but the wrong values", "head h of position l must hold x[b, l, h*d_k:(h+1)*d_k]; "
+            "`x.view(B, L, num_heads, d_k).transpose(1, 2)` does exactly that.", looks_like=_wrong_values(_split)),
+]
+
+#: The exceptions the reshapes and the forward pass often raise, named (the framework's table comes after).
+HINTS = [
+    (r"view size is not compatible", _FIX_VIEW_AFTER_TRANSPOSE, "`.view` after a transpose (the tensor is not contiguous)"),
+    (r"is invalid for input of size",
+     "wrong head dimension: each head gets d_k = d_model // num_heads features, not d_model; the sizes in a view must "
+     "multiply to the tensor's size: `x.view(B, L, num_heads, d_model // num_heads)`.",
+     "wrong head dimension: a view's sizes do not multiply to the tensor's size"),
+    (r"float.*(int|size)|(int|size).*float", "d_model / num_heads is a float in Python 3: use integer division, "
+     "`d_model // num_heads`.", "d_model / num_heads is a float: integer division `//` is needed"),
+]
+
+
+def _label(failure: CheckResult, function: str) -> CheckResult:
+    if failure.summary == "not implemented yet":
+        failure.summary = f"{function}: not implemented yet"
+    return failure
 
 
 def _run_split(fn: object, name: str) -> CheckResult:
+    session = Session(name, HINTS)
     cases = _split_cases()
-    for number, (description, x, num_heads) in enumerate(cases, start=1):
-        where = f"split_heads, case {number}/{len(cases)} ({description})"
-        B, L, D = x.shape
-        d_k = D // num_heads
-        result, failure = call_learner(name, where, fn, x, num_heads)
-        if failure is not None:
-            return _refine(failure, "split_heads", D, num_heads)
-        expected = _split(x, num_heads)
-        wrong = not_one_tensor(name, where, result, "return the split tensor, of shape (B, H, L, d_k).")
-        if wrong is not None:
-            return wrong
-        if result.shape != expected.shape:
-            got = tuple(result.shape)
-            if got == (B, L, num_heads, d_k):
-                summary, hint = (f"{where}: returned shape {got} = (B, L, H, d_k): the head axis is not moved "
-                                 "in front of the positions",
-                                 "add `.transpose(1, 2)` after the view, giving (B, H, L, d_k): attention then "
-                                 "treats (B, H) as batch dimensions, one attention per head.")
-            elif got == (B, num_heads, L, D):
-                summary, hint = (f"{where}: returned shape {got}: each head has all d_model={D} features "
-                                 "(wrong head dimension)",
-                                 f"each head gets a slice of d_k = d_model // num_heads = {d_k} features, "
-                                 "not a copy of all d_model of them.")
-            else:
-                summary, hint = (f"{where}: returned shape {got}, expected {tuple(expected.shape)} = (B, H, L, d_k)",
-                                 "`x.view(B, L, num_heads, d_model // num_heads).transpose(1, 2)`.")
-            return CheckResult(name, False, summary, hint)
-        if close(result, expected):
-            continue
-        if close(result, _split_no_transpose(x, num_heads)):
-            return CheckResult(name, False, f"{where}: reshape without transpose (`x.view(B, H, L, d_k)`) "
-                               "mixes positions across heads", _FIX_NO_TRANSPOSE_SPLIT)
-        if close(result, _split_interleaved(x, num_heads)):
-            return CheckResult(name, False, f"{where}: the heads are interleaved (head h takes features "
-                               "h, h+H, h+2H, ...)", _FIX_INTERLEAVED)
-        return CheckResult(name, False, f"{where}: the right shape but the wrong values",
-                           "head h of position l must hold x[b, l, h*d_k:(h+1)*d_k]; "
-                           "`x.view(B, L, num_heads, d_k).transpose(1, 2)` does exactly that.",
-                           [f"largest difference: {(result.detach().double() - expected.double()).abs().max():.3g}"])
-    return CheckResult(name, True, f"split_heads matches the reference on all {len(cases)} cases")
+    failure = run_check(session, fn, cases, _split, ("the split tensor",), SPLIT_MISTAKES)
+    if failure is not None:
+        return _label(failure, "split_heads")
+    return passed(session, f"split_heads matches the reference on all {len(cases)} cases")
 
 
 def check_split_heads(fn: Callable[..., object]) -> CheckResult:
@@ -195,50 +158,36 @@ def check_split_heads(fn: Callable[..., object]) -> CheckResult:
 # -- merge_heads -----------------------------------------------------------------------------------
 
 
-def _merge_cases() -> list[tuple[str, Tensor]]:
+def _merge_cases() -> list[Case]:
     g = torch.Generator().manual_seed(5)
-    return [
-        ("x of shape (2, 3, 5, 4) = (B, H, L, d_k)", torch.randn(2, 3, 5, 4, generator=g)),
-        ("x of shape (1, 4, 6, 2)", torch.randn(1, 4, 6, 2, generator=g)),
-        ("x of shape (2, 1, 3, 6) (one head)", torch.randn(2, 1, 3, 6, generator=g)),
-    ]
+    cases = []
+    for shape, note in (((2, 3, 5, 4), " = (B, H, L, d_k)"), ((1, 4, 6, 2), ""), ((2, 1, 3, 6), " (one head)")):
+        B, H, L, d_k = shape
+        cases.append(Case(f"merge_heads, x of shape {shape}{note}", {"x": torch.randn(*shape, generator=g)},
+                          info={"B": B, "H": H, "L": L, "d_k": d_k}))
+    return cases
+
+
+MERGE_MISTAKES = [
+    Mistake("returned shape (B, L, H, d_k): the heads are not flattened back into d_model",
+            "finish with `.reshape(B, L, H * d_k)`.", looks_like=shape_is(lambda B, H, L, d_k: (B, L, H, d_k))),
+    Mistake("merged without the inverse transpose (a reshape of (B, H, L, d_k) straight to (B, L, D))",
+            _FIX_NO_TRANSPOSE_MERGE, _merge_no_transpose),
+    Mistake("the heads are interleaved in the output (feature j*H + h comes from head h)",
+            "put each head's d_k features side by side: transpose to (B, L, H, d_k), then reshape to (B, L, H * d_k), "
+            "so head h fills features h*d_k .. (h+1)*d_k - 1.", _merge_interleaved),
+    Mistake("the right shape but the wrong values",
+            "the inverse of split_heads: `x.transpose(1, 2).reshape(B, L, H * d_k)`.", looks_like=_wrong_values(_merge)),
+]
 
 
 def _run_merge(fn: object, name: str) -> CheckResult:
+    session = Session(name, HINTS)
     cases = _merge_cases()
-    for number, (description, x) in enumerate(cases, start=1):
-        where = f"merge_heads, case {number}/{len(cases)} ({description})"
-        B, H, L, d_k = x.shape
-        result, failure = call_learner(name, where, fn, x)
-        if failure is not None:
-            return _refine(failure, "merge_heads", H * d_k, H)
-        expected = _merge(x)
-        wrong = not_one_tensor(name, where, result, "return the merged tensor, of shape (B, L, D).")
-        if wrong is not None:
-            return wrong
-        if result.shape != expected.shape:
-            got = tuple(result.shape)
-            if got == (B, L, H, d_k):
-                summary, hint = (f"{where}: returned shape {got} = (B, L, H, d_k): the heads are not flattened "
-                                 "back into d_model", "finish with `.reshape(B, L, H * d_k)`.")
-            else:
-                summary, hint = (f"{where}: returned shape {got}, expected {tuple(expected.shape)} = (B, L, D)",
-                                 "`x.transpose(1, 2).reshape(B, L, H * d_k)`.")
-            return CheckResult(name, False, summary, hint)
-        if close(result, expected):
-            continue
-        if close(result, _merge_no_transpose(x)):
-            return CheckResult(name, False, f"{where}: merged without the inverse transpose "
-                               "(a reshape of (B, H, L, d_k) straight to (B, L, D))", _FIX_NO_TRANSPOSE_MERGE)
-        if close(result, _merge_interleaved(x)):
-            return CheckResult(name, False, f"{where}: the heads are interleaved in the output (feature "
-                               "j*H + h comes from head h)",
-                               "put each head's d_k features side by side: transpose to (B, L, H, d_k), "
-                               "then reshape to (B, L, H * d_k), so head h fills features h*d_k .. (h+1)*d_k - 1.")
-        return CheckResult(name, False, f"{where}: the right shape but the wrong values",
-                           "the inverse of split_heads: `x.transpose(1, 2).reshape(B, L, H * d_k)`.",
-                           [f"largest difference: {(result.detach().double() - expected.double()).abs().max():.3g}"])
-    return CheckResult(name, True, f"merge_heads matches the reference on all {len(cases)} cases")
+    failure = run_check(session, fn, cases, _merge, ("the merged tensor",), MERGE_MISTAKES)
+    if failure is not None:
+        return _label(failure, "merge_heads")
+    return passed(session, f"merge_heads matches the reference on all {len(cases)} cases")
 
 
 def check_merge_heads(fn: Callable[..., object]) -> CheckResult:
@@ -247,20 +196,6 @@ def check_merge_heads(fn: Callable[..., object]) -> CheckResult:
 
 
 # -- the forward pass ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Case:
-    description: str
-    query: Tensor
-    key: Tensor
-    value: Tensor
-    layer: MultiHeadAttention
-    mask: Tensor | None = None
-
-    @property
-    def num_heads(self) -> int:
-        return self.layer.num_heads
 
 
 def _layer(d_model: int, num_heads: int, seed: int) -> MultiHeadAttention:
@@ -274,127 +209,126 @@ def _layer(d_model: int, num_heads: int, seed: int) -> MultiHeadAttention:
     return layer.eval()
 
 
-def _forward_cases() -> list[_Case]:
+def _forward_cases() -> list[Case]:
     g = torch.Generator().manual_seed(6)
 
     def rand(*shape: int) -> Tensor:
         return torch.randn(*shape, generator=g)
+
+    def case(description: str, query: Tensor, key: Tensor, value: Tensor, layer: MultiHeadAttention,
+             mask: Tensor | None = None) -> Case:
+        B, Lq, D = query.shape
+        H = layer.num_heads
+        args = {"query": query, "key": key, "value": value, "w_q": layer.w_q, "w_k": layer.w_k, "w_v": layer.w_v,
+                "w_o": layer.w_o, "num_heads": H}
+        return Case(f"multi_head_forward, {description}", args, {} if mask is None else {"mask": mask},
+                    {"B": B, "Lq": Lq, "Lk": key.size(1), "D": D, "H": H, "d_k": D // H})
 
     # d_k differs from case to case (6, 10, 5, 8: no number written in the code passes them all) and
     # sqrt(d_k), d_k / 2 (`d_k ** 1/2`), 2 d_k and sqrt(d_model) stay apart, so each scale mistake
     # gives its own weights; Lq != Lk exposes key/query mix-ups.
     x = rand(2, 5, 18)
     return [
-        _Case("self-attention, B=2, L=5, d_model=18, num_heads=3 (d_k=6)", x, x, x, _layer(18, 3, 1)),
-        _Case("cross-attention, B=2, Lq=3, Lk=6, d_model=20, num_heads=2 (d_k=10), key != value",
-              rand(2, 3, 20), rand(2, 6, 20), rand(2, 6, 20), _layer(20, 2, 2)),
-        _Case("cross-attention with a padding mask of shape (2, 1, 1, 6) (True = may attend): "
-              "the second sequence has 4 real keys; B=2, Lq=4, Lk=6, d_model=15, num_heads=3 (d_k=5)",
-              rand(2, 4, 15), rand(2, 6, 15), rand(2, 6, 15), _layer(15, 3, 3),
-              padding_mask([6, 4])[:, None, None, :]),
-        _Case("one head (num_heads=1), B=1, L=4, d_model=8", *([rand(1, 4, 8)] * 3), _layer(8, 1, 4)),
+        case("self-attention, B=2, L=5, d_model=18, num_heads=3 (d_k=6)", x, x, x, _layer(18, 3, 1)),
+        case("cross-attention, B=2, Lq=3, Lk=6, d_model=20, num_heads=2 (d_k=10), key != value",
+             rand(2, 3, 20), rand(2, 6, 20), rand(2, 6, 20), _layer(20, 2, 2)),
+        case("cross-attention with a padding mask of shape (2, 1, 1, 6) (True = may attend): the second sequence "
+             "has 4 real keys; B=2, Lq=4, Lk=6, d_model=15, num_heads=3 (d_k=5)",
+             rand(2, 4, 15), rand(2, 6, 15), rand(2, 6, 15), _layer(15, 3, 3), padding_mask([6, 4])[:, None, None, :]),
+        case("one head (num_heads=1), B=1, L=4, d_model=8", *([rand(1, 4, 8)] * 3), _layer(8, 1, 4)),
     ]
 
 
-def _variant(
-    case: _Case,
-    *,
-    split: Callable[[Tensor, int], Tensor] = _split,
-    merge: Callable[[Tensor], Tensor] = _merge,
-    scale: float | None = None,
-    project_out: bool = True,
-    mask: str = "use",
-    return_scores: bool = False,
-    keys_with_w_q: bool = False,
-    log_softmax: bool = False,
-) -> tuple[Tensor, Tensor]:
-    """Multi-head attention with one thing changed: a known mistake. Returns (output, weights)."""
-    layer, H = case.layer, case.num_heads
-    q = split(layer.w_q(case.query), H)  # (B, H, Lq, d_k)
-    k = split((layer.w_q if keys_with_w_q else layer.w_k)(case.key), H)  # (B, H, Lk, d_k)
-    v = split(layer.w_v(case.value), H)  # (B, H, Lk, d_k)
-    d_k = q.size(-1)
-    scores = q @ k.transpose(-2, -1) / (math.sqrt(d_k) if scale is None else scale)  # (B, H, Lq, Lk)
-    if case.mask is not None and mask != "ignore":
-        allowed = case.mask if mask == "use" else ~case.mask
-        scores = scores.masked_fill(~allowed, float("-inf"))
-    weights = torch.log_softmax(scores, dim=-1) if log_softmax else torch.softmax(scores, dim=-1)
-    heads = merge(weights @ v)  # (B, Lq, D)
-    output = layer.w_o(heads) if project_out else heads
-    return output, scores if return_scores else weights
+def _forward_reference(query: Tensor, key: Tensor, value: Tensor, w_q: nn.Module, w_k: nn.Module, w_v: nn.Module,
+                       w_o: nn.Module, num_heads: int, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    return _variant()(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask)
 
 
-def _forward_mistakes(case: _Case) -> list[tuple[dict, str, str]]:
-    """Known wrong forward passes: (how to build it, what is wrong, how to fix it)."""
-    d_model = case.layer.d_model
-    d_k = d_model // case.num_heads
-    mistakes = [
-        (dict(split=_split_no_transpose), "the heads were split by a reshape without transpose "
-         "(`.view(B, H, L, d_k)`), which mixes positions across heads", _FIX_NO_TRANSPOSE_SPLIT),
-        (dict(split=_split_no_transpose, merge=_merge_no_transpose), "the heads were split by a reshape "
-         "without transpose (`.view(B, H, L, d_k)`), which mixes positions across heads", _FIX_NO_TRANSPOSE_SPLIT),
-        (dict(merge=_merge_no_transpose), "the heads are merged without the inverse transpose",
-         _FIX_NO_TRANSPOSE_MERGE),
-        (dict(split=_split_interleaved, merge=_merge_interleaved), "the heads are interleaved "
-         "(head h takes features h, h+H, ...)", _FIX_INTERLEAVED),
-        (dict(split=_split_interleaved), "the heads are interleaved (head h takes features h, h+H, ...)",
-         _FIX_INTERLEAVED),
-        (dict(project_out=False), "the output projection w_o is missing",
-         "finish with `w_o(merged)`: the merged heads (B, Lq, D) go through w_o, which mixes what the heads found."),
-        (dict(scale=math.sqrt(d_model)), "the scores are scaled by sqrt(d_model) instead of sqrt(d_k)",
-         f"each head's dot products are over d_k = d_model // num_heads = {d_model // case.num_heads} features: "
-         f"divide by math.sqrt(d_k) = {math.sqrt(d_model // case.num_heads):.3g}, not math.sqrt(d_model) = "
-         f"{math.sqrt(d_model):.3g}."),
-        (dict(scale=1.0), "the scores are not scaled", "divide each head's scores by math.sqrt(d_k) before the softmax."),
-        (dict(scale=d_k / 2), "`d_k ** 1/2` is not sqrt(d_k): `**` binds tighter than `/`, so the scores are "
-         "divided by d_k / 2", "write `d_k ** 0.5` or `math.sqrt(d_k)`: `d_k ** 1/2` means `(d_k ** 1) / 2`."),
-        (dict(scale=2 * d_k), "`scores / d_k ** 1/2` is not scores / sqrt(d_k): the scores are divided by d_k, "
-         "then by 2", "write `scores / d_k ** 0.5` or `scores / math.sqrt(d_k)`."),
-        (dict(scale=float(d_k)), "the scores are divided by d_k instead of sqrt(d_k)",
-         f"divide by math.sqrt(d_k) = {math.sqrt(d_k):.3g}, not d_k = {d_k}."),
-        (dict(keys_with_w_q=True), "the keys are projected with w_q instead of w_k",
-         "each of query, key and value has its own projection: `q = w_q(query)`, `k = w_k(key)`, `v = w_v(value)`."),
-        (dict(log_softmax=True), "the weights are a log-softmax (log-probabilities), not a softmax",
-         "use `torch.softmax(scores, dim=-1)`: weights are probabilities in [0, 1] that sum to 1."),
-        (dict(return_scores=True), "the weights returned are the scores, before the softmax",
-         "return the weights after the softmax (each row sums to 1)."),
-    ]
-    if case.mask is not None:
-        mistakes += [
-            (dict(mask="invert"), "the mask is inverted",
-             "the course's masks mean True = may attend (PyTorch's key_padding_mask means the opposite): "
-             "`scores.masked_fill(~mask, float('-inf'))`."),
-            (dict(mask="ignore"), "the mask is ignored",
-             "apply the mask to the (B, H, Lq, Lk) scores before the softmax: "
-             "`scores.masked_fill(~mask, float('-inf'))`; it broadcasts over the heads."),
-        ]
-    return mistakes
+def _variant(split: Callable[[Tensor, int], Tensor] = _split, merge: Callable[[Tensor], Tensor] = _merge,
+             scale: Callable[[int, int], float] | None = None, project_out: bool = True, mask_mode: str = "use",
+             return_scores: bool = False, keys_with_w_q: bool = False,
+             log_softmax: bool = False) -> Callable[..., tuple[Tensor, Tensor]]:
+    """Multi-head attention with one thing changed (a known mistake), with the learner's signature.
 
+    ``scale(d_k, d_model)`` replaces ``sqrt(d_k)``.
+    """
 
-def _diagnose_forward(case: _Case, output: Tensor, weights: Tensor) -> tuple[str, str] | None:
-    for kwargs, what, fix in _forward_mistakes(case):
+    def forward(query: Tensor, key: Tensor, value: Tensor, w_q: nn.Module, w_k: nn.Module, w_v: nn.Module,
+                w_o: nn.Module, num_heads: int, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         with torch.no_grad():
-            m_out, m_w = _variant(case, **kwargs)
-        if same_up_to_nan(weights, m_w) and same_up_to_nan(output, m_out):
-            return what, fix
-    return None
+            q = split(w_q(query), num_heads)  # (B, H, Lq, d_k)
+            k = split((w_q if keys_with_w_q else w_k)(key), num_heads)  # (B, H, Lk, d_k)
+            v = split(w_v(value), num_heads)  # (B, H, Lk, d_k)
+            d_k = q.size(-1)
+            divisor = math.sqrt(d_k) if scale is None else scale(d_k, query.size(-1))
+            scores = q @ k.transpose(-2, -1) / divisor  # (B, H, Lq, Lk)
+            if mask is not None and mask_mode != "ignore":
+                allowed = mask if mask_mode == "use" else ~mask
+                scores = scores.masked_fill(~allowed, float("-inf"))
+            weights = torch.log_softmax(scores, dim=-1) if log_softmax else torch.softmax(scores, dim=-1)
+            heads = merge(weights @ v)  # (B, Lq, D)
+            output = w_o(heads) if project_out else heads
+        return output, scores if return_scores else weights
+
+    return forward
 
 
-def _scale_used(case: _Case, weights: Tensor) -> float | None:
-    """The number the scores were divided by, read off the learner's weights (unmasked cases), else None."""
-    if case.mask is not None or not (weights > 0).all():
+def _weights_shape(shape: Callable[..., tuple[int, ...] | None]) -> Callable[[Case, object], bool]:
+    """A predicate: the learner returned two tensors and the weights have ``shape(**case.info)``."""
+
+    def predicate(case: Case, got: object) -> bool:
+        return (isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[1], Tensor)
+                and tuple(got[1].shape) == shape(**case.info))
+
+    return predicate
+
+
+def _swapped(case: Case, got: object) -> bool:
+    out, w = _forward_reference(*case.args.values(), **case.kwargs)
+    return (isinstance(got, (tuple, list)) and len(got) == 2 and all(isinstance(t, Tensor) for t in got)
+            and got[0].shape == w.shape and got[1].shape == out.shape)
+
+
+def _output_shape(shape: Callable[..., tuple[int, ...]]) -> Callable[[Case, object], bool]:
+    def predicate(case: Case, got: object) -> bool:
+        return (isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[0], Tensor)
+                and tuple(got[0].shape) == shape(**case.info))
+
+    return predicate
+
+
+def _same_heads(case: Case, got: object) -> bool:
+    weights = got[1] if isinstance(got, (tuple, list)) and len(got) == 2 else None
+    return (case.info["H"] > 1 and isinstance(weights, Tensor) and weights.dim() == 4 and weights.size(1) > 1
+            and not weights.dtype.is_complex
+            and torch.allclose(weights[:, 1:].detach().double(), weights[:, :1].detach().double(), atol=1e-6))
+
+
+def _weights_right(case: Case, got: object) -> bool:
+    _, w = _forward_reference(*case.args.values(), **case.kwargs)
+    weights = got[1] if isinstance(got, (tuple, list)) and len(got) == 2 else None
+    return isinstance(weights, Tensor) and weights.shape == w.shape and close(weights, w)
+
+
+def _scale_used(case: Case, got: object) -> dict[str, object] | None:
+    """The number the scores were divided by, read off the learner's weights (unmasked cases)."""
+    weights = got[1] if isinstance(got, (tuple, list)) and len(got) == 2 else None
+    if "mask" in case.kwargs or not isinstance(weights, Tensor) or weights.dtype.is_complex:
         return None
     with torch.no_grad():
-        q = _split(case.layer.w_q(case.query), case.num_heads)
-        k = _split(case.layer.w_k(case.key), case.num_heads)
+        q = _split(case.args["w_q"](case.args["query"]), case.info["H"])
+        k = _split(case.args["w_k"](case.args["key"]), case.info["H"])
     raw = (q @ k.transpose(-2, -1)).double()  # (B, H, Lq, Lk)
+    if weights.shape != raw.shape or not (weights > 0).all():
+        return None
     x = raw - raw.mean(-1, keepdim=True)
     y = weights.detach().double().log()
     y = y - y.mean(-1, keepdim=True)
     slope = float((x * y).sum() / (x * x).sum())
     if slope <= 0 or not torch.allclose(y, x * slope, atol=1e-3):
         return None
-    return 1.0 / slope
+    used, right = 1.0 / slope, math.sqrt(case.info["d_k"])
+    return None if math.isclose(used, right, rel_tol=1e-3) else {"c": f"{used:.4g}", "right": f"{right:.4g}"}
 
 
 _FIX_FULL_WIDTH = (
@@ -402,100 +336,86 @@ _FIX_FULL_WIDTH = (
     "features (split_heads), attend per head, then merge: each head has its own weights."
 )
 
+FORWARD_MISTAKES = [
+    Mistake("output and weights are swapped", "return `output, weights` in that order.", looks_like=_swapped),
+    Mistake("weights have shape (B, Lq, Lk) = ({B}, {Lq}, {Lk}): one map instead of one per head",
+            "return the per-head weights (B, H, Lq, Lk), not their average (PyTorch averages them only with "
+            "average_attn_weights=True); if there was only one map, you attended with the full d_model width: "
+            + _FIX_FULL_WIDTH, looks_like=_weights_shape(lambda B, Lq, Lk, D, H, d_k: (B, Lq, Lk))),
+    Mistake("weights have shape (B, 1, Lq, Lk): one full-width head instead of {H} heads", _FIX_FULL_WIDTH,
+            looks_like=_weights_shape(lambda B, Lq, Lk, D, H, d_k: (B, 1, Lq, Lk) if H > 1 else None)),
+    Mistake("weights have shape (B, H, Lq, Lq): the keys come from `query`",
+            "in cross-attention the keys and values come from the other sequence: `k = w_k(key)`, `v = w_v(value)`; "
+            "the weights have one column per key.",
+            looks_like=_weights_shape(lambda B, Lq, Lk, D, H, d_k: (B, H, Lq, Lq) if Lq != Lk else None)),
+    Mistake("output has shape (B, H, Lq, d_k): the heads are not merged",
+            "merge the heads back to (B, Lq, D) (merge_heads), then apply w_o.",
+            looks_like=_output_shape(lambda B, Lq, Lk, D, H, d_k: (B, H, Lq, d_k))),
+    Mistake("the heads were split by a reshape without transpose (`.view(B, H, L, d_k)`), which mixes positions "
+            "across heads", _FIX_NO_TRANSPOSE_SPLIT, _variant(split=_split_no_transpose)),
+    Mistake("the heads were split by a reshape without transpose (`.view(B, H, L, d_k)`), which mixes positions "
+            "across heads", _FIX_NO_TRANSPOSE_SPLIT, _variant(split=_split_no_transpose, merge=_merge_no_transpose)),
+    Mistake("the heads are merged without the inverse transpose", _FIX_NO_TRANSPOSE_MERGE,
+            _variant(merge=_merge_no_transpose)),
+    Mistake("the heads are interleaved (head h takes features h, h+H, ...)", _FIX_INTERLEAVED,
+            _variant(split=_split_interleaved, merge=_merge_interleaved)),
+    Mistake("the heads are interleaved (head h takes features h, h+H, ...)", _FIX_INTERLEAVED,
+            _variant(split=_split_interleaved)),
+    Mistake("the output projection w_o is missing",
+            "finish with `w_o(merged)`: the merged heads (B, Lq, D) go through w_o, which mixes what the heads found.",
+            _variant(project_out=False)),
+    Mistake("the scores are scaled by sqrt(d_model) instead of sqrt(d_k)",
+            "each head's dot products are over d_k = d_model // num_heads = {d_k} features: divide by "
+            "math.sqrt(d_k), not math.sqrt(d_model).", _variant(scale=lambda d_k, d_model: math.sqrt(d_model))),
+    Mistake("the scores are not scaled", "divide each head's scores by math.sqrt(d_k) before the softmax.",
+            _variant(scale=lambda d_k, d_model: 1.0)),
+    Mistake("`d_k ** 1/2` is not sqrt(d_k): `**` binds tighter than `/`, so the scores are divided by d_k / 2",
+            "write `d_k ** 0.5` or `math.sqrt(d_k)`: `d_k ** 1/2` means `(d_k ** 1) / 2`.",
+            _variant(scale=lambda d_k, d_model: d_k / 2)),
+    Mistake("`scores / d_k ** 1/2` is not scores / sqrt(d_k): the scores are divided by d_k, then by 2",
+            "write `scores / d_k ** 0.5` or `scores / math.sqrt(d_k)`.", _variant(scale=lambda d_k, d_model: 2 * d_k)),
+    Mistake("the scores are divided by d_k instead of sqrt(d_k)", "divide by math.sqrt(d_k), not d_k = {d_k}.",
+            _variant(scale=lambda d_k, d_model: float(d_k))),
+    Mistake("the keys are projected with w_q instead of w_k", "each of query, key and value has its own projection: "
+            "`q = w_q(query)`, `k = w_k(key)`, `v = w_v(value)`.", _variant(keys_with_w_q=True)),
+    Mistake("the weights are a log-softmax (log-probabilities), not a softmax",
+            "use `torch.softmax(scores, dim=-1)`: weights are probabilities in [0, 1] that sum to 1.",
+            _variant(log_softmax=True)),
+    Mistake("the weights returned are the scores, before the softmax",
+            "return the weights after the softmax (each row sums to 1).", _variant(return_scores=True)),
+    Mistake("the mask is inverted", "the course's masks mean True = may attend (PyTorch's key_padding_mask means the "
+            "opposite): `scores.masked_fill(~mask, float('-inf'))`.", _variant(mask_mode="invert"),
+            when=lambda case: "mask" in case.kwargs),
+    Mistake("the mask is ignored", "apply the mask to the (B, H, Lq, Lk) scores before the softmax: "
+            "`scores.masked_fill(~mask, float('-inf'))`; it broadcasts over the heads.", _variant(mask_mode="ignore"),
+            when=lambda case: "mask" in case.kwargs),
+    Mistake("every head has the same weights: the attention ran once over the full d_model width (wrong head "
+            "dimension)", _FIX_FULL_WIDTH, looks_like=_same_heads),
+    Mistake("the scores are divided by {c} instead of sqrt(d_k) = {right}: a number written in the code, or the "
+            "wrong dimension", "divide by `math.sqrt(d_k)` with d_k = q.size(-1) = d_model // num_heads; a number "
+            "written in the code is right for one d_k only.", looks_like=_scale_used),
+    Mistake("the weights are right but the output is not",
+            "output = w_o(merge_heads(weights @ v)), with v = split_heads(w_v(value), num_heads).",
+            looks_like=_weights_right),
+]
+
+_FORWARD_HINTS = [
+    *HINTS,
+    (r"mat1 and mat2", "a projection got a tensor of the wrong width: apply w_q, w_k, w_v to the (B, L, D) inputs "
+     "before splitting, and w_o to the merged (B, L, D) heads.", "a projection got a tensor of the wrong width"),
+    (r"unexpected keyword argument 'mask'", "give multi_head_forward a `mask=None` parameter.",
+     "your function does not accept `mask=`"),
+]
+
 
 def _run_forward(fn: object, name: str) -> CheckResult:
+    session = Session(name, _FORWARD_HINTS, copy_modules=True)  # the learner gets copies of the projections
     cases = _forward_cases()
-    for number, case in enumerate(cases, start=1):
-        where = f"multi_head_forward, case {number}/{len(cases)} ({case.description})"
-        layer, H = case.layer, case.num_heads
-        B, Lq, D = case.query.shape
-        Lk = case.key.size(1)
-        with torch.no_grad():
-            expected_out, expected_w = layer(case.query, case.key, case.value, case.mask)
-        learner_layer = copy.deepcopy(layer)  # the learner cannot change the reference's weights
-        args = (case.query, case.key, case.value, learner_layer.w_q, learner_layer.w_k, learner_layer.w_v,
-                learner_layer.w_o, H)
-        if case.mask is None:
-            result, failure = call_learner(name, where, fn, *args)
-        else:
-            result, failure = call_learner(name, where, fn, *args, mask=case.mask)
-            if failure is not None and "unexpected keyword argument 'mask'" in failure.summary:
-                failure.summary = f"{where}: your function does not accept `mask=`"
-                failure.hint = "give multi_head_forward a `mask=None` parameter."
-        if failure is not None:
-            return _refine(failure, "multi_head_forward", D, H)
-
-        if isinstance(result, Tensor):
-            return CheckResult(name, False, f"{where}: returned one tensor of shape {shape_of(result)}",
-                               "return both the output and the per-head weights: `return output, weights`.")
-        if not isinstance(result, (tuple, list)) or len(result) != 2:
-            return CheckResult(name, False, f"{where}: returned {type(result).__name__}, expected a tuple "
-                               "(output, weights)", "end with `return output, weights`.")
-        output, weights = result
-        if not isinstance(output, Tensor) or not isinstance(weights, Tensor):
-            return CheckResult(name, False, f"{where}: returned ({type(output).__name__}, "
-                               f"{type(weights).__name__}), expected two tensors", "`return output, weights`.")
-        if output.shape == expected_w.shape and weights.shape == expected_out.shape:
-            return CheckResult(name, False, f"{where}: output and weights are swapped",
-                               "return `output, weights` in that order.")
-        if weights.shape != expected_w.shape:
-            got = tuple(weights.shape)
-            if got == (B, Lq, Lk):
-                summary = f"{where}: weights have shape {got} = (B, Lq, Lk): one map instead of one per head"
-                hint = ("return the per-head weights (B, H, Lq, Lk), not their average (PyTorch averages them "
-                        "only with average_attn_weights=True); if there was only one map, you attended with "
-                        "the full d_model width: " + _FIX_FULL_WIDTH)
-            elif got == (B, 1, Lq, Lk) and H > 1:
-                summary = f"{where}: weights have shape {got}: one full-width head instead of {H} heads"
-                hint = _FIX_FULL_WIDTH
-            elif got == (B, H, Lq, Lq) and Lq != Lk:
-                summary = (f"{where}: weights have shape {got}, expected {tuple(expected_w.shape)}: "
-                           "the keys come from `query`")
-                hint = ("in cross-attention the keys and values come from the other sequence: "
-                        "`k = w_k(key)`, `v = w_v(value)`; the weights have one column per key.")
-            else:
-                summary = f"{where}: weights have shape {got}, expected {tuple(expected_w.shape)} = (B, H, Lq, Lk)"
-                hint = "the weights are softmax(q kᵀ / sqrt(d_k)) per head: (B, H, Lq, d_k) @ (B, H, d_k, Lk)."
-            return CheckResult(name, False, summary, hint)
-        if output.shape != expected_out.shape:
-            got = tuple(output.shape)
-            if got == (B, H, Lq, D // H):
-                summary = f"{where}: output has shape {got} = (B, H, Lq, d_k): the heads are not merged"
-                hint = "merge the heads back to (B, Lq, D) (merge_heads), then apply w_o."
-            else:
-                summary = f"{where}: output has shape {got}, expected {tuple(expected_out.shape)} = (B, Lq, D)"
-                hint = "merge the heads (B, H, Lq, d_k) -> (B, Lq, D), then apply w_o."
-            return CheckResult(name, False, summary, hint)
-
-        weights_ok = close(weights, expected_w)
-        output_ok = close(output, expected_out)
-        if weights_ok and output_ok:
-            continue
-        diagnosis = _diagnose_forward(case, output, weights)
-        if diagnosis is not None:
-            what, fix = diagnosis
-            return CheckResult(name, False, f"{where}: {what}", fix)
-        if H > 1 and torch.allclose(weights[:, 1:].detach().double(), weights[:, :1].detach().double(), atol=1e-6):
-            return CheckResult(name, False, f"{where}: every head has the same weights: the attention ran "
-                               "once over the full d_model width (wrong head dimension)", _FIX_FULL_WIDTH)
-        if torch.isnan(output).any() or torch.isnan(weights).any():
-            return CheckResult(name, False, f"{where}: the result contains NaN",
-                               "look for a softmax over a row of -inf, or a division by zero.")
-        used = _scale_used(case, weights)
-        if used is not None and not math.isclose(used, math.sqrt(D // H), rel_tol=1e-3):
-            return CheckResult(name, False, f"{where}: the scores are divided by {used:.4g} instead of sqrt(d_k) = "
-                               f"{math.sqrt(D // H):.4g}: a number written in the code, or the wrong dimension",
-                               "divide by `math.sqrt(d_k)` with d_k = q.size(-1) = d_model // num_heads; a number "
-                               "written in the code is right for one d_k only.")
-        if weights_ok:
-            return CheckResult(name, False, f"{where}: the weights are right but the output is not",
-                               "output = w_o(merge_heads(weights @ v)), with v = split_heads(w_v(value), num_heads).")
-        details = [f"largest difference in weights: {(weights.detach().double() - expected_w.double()).abs().max():.3g}"]
-        return CheckResult(name, False, f"{where}: the weights differ from the reference",
-                           "project (w_q, w_k, w_v), split into heads, scores / sqrt(d_k), softmax over the "
-                           "keys, weights @ v, merge, w_o; print the shape after each step.", details)
-    return CheckResult(name, True, f"multi_head_forward matches the reference on all {len(cases)} cases "
-                       "(self-attention, cross-attention, a padding mask, one head)")
+    failure = run_check(session, fn, cases, _forward_reference, ("output", "weights"), FORWARD_MISTAKES)
+    if failure is not None:
+        return _label(failure, "multi_head_forward")
+    return passed(session, f"multi_head_forward matches the reference on all {len(cases)} cases (self-attention, "
+                           "cross-attention, a padding mask, one head)")
 
 
 def check_multi_head_forward(fn: Callable[..., object]) -> CheckResult:

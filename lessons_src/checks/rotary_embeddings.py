@@ -9,7 +9,6 @@ by -θ, positions ignored, pairs not interleaved back, ...) and names the one th
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -18,7 +17,8 @@ from torch import Tensor
 
 from ..device import one_cpu_thread
 from ..rotary import apply_rope, rope_frequencies
-from ._result import CheckResult, call_learner, close, finish, not_one_tensor, shape_of
+from ._framework import Case, Mistake, Session, done, passed, run_check
+from ._result import CheckResult
 
 __all__ = ["check_apply_rope"]
 
@@ -89,50 +89,76 @@ def _correct_exponent(i: Tensor, d: int) -> Tensor:
     return -2 * i / d
 
 
-def _candidates(case: _Case) -> list[tuple[Tensor, str, str]]:
-    """Wrong answers for this case: (output, what is wrong, how to fix)."""
-    x, positions = case.x, case.positions
-    base = 10000.0 if case.base is None else case.base
-    d, seq_len = x.size(-1), x.size(-2)
-    right = _angles(positions, d, base, _correct_exponent)
-    formula = "θ_i = base ** (-2 * i / d) for pair i = 0 .. d/2 - 1 (i.e. `base ** (-torch.arange(0, d, 2) / d)`)"
-    out = [
-        (_rotate_pairs(x, right, pairing="halves"),
-         "you rotated the halves, pairing x_i with x_(i + d/2) (GPT-NeoX's \"rotate half\")",
-         "this exercise uses RoFormer's interleaved pairs (x_2i, x_2i+1): take `x[..., 0::2]` and `x[..., 1::2]`, "
-         "and interleave the results back."),
-        (_rotate_pairs(x, right, layout="halves"),
-         "the rotated pairs are returned as [all first coordinates, all second coordinates]",
-         "interleave them back so that pair i sits at dimensions 2i and 2i+1: "
-         "`torch.stack((first, second), dim=-1).flatten(-2)`."),
-        (_rotate_pairs(x, _angles(positions, d, base, lambda i, d: -i / d)),
-         "the frequency exponent is i/d instead of 2i/d", f"use {formula}."),
-        (_rotate_pairs(x, _angles(positions, d, base, lambda i, d: -4 * i / d)),
-         "the frequency exponent is 4i/d instead of 2i/d (the step of 2 was counted twice)", f"use {formula}."),
-        (_rotate_pairs(x, _angles(positions, d, base, lambda i, d: 2 * i / d)),
-         "the frequency exponent has the wrong sign: base ** (+2i/d) grows instead of shrinking",
-         f"use a negative exponent: {formula}."),
-        (_rotate_pairs(x, right, sign=-1.0),
-         "the rotation goes the wrong way (by -mθ): a sign error",
-         "rotate counter-clockwise: x'_2i = x_2i cos - x_2i+1 sin and x'_2i+1 = x_2i sin + x_2i+1 cos."),
-        (_rotate_pairs(x, right, swap=True), "cos and sin are swapped",
-         "x'_2i = x_2i cos(mθ_i) - x_2i+1 sin(mθ_i): cos multiplies the pair's own coordinate."),
-        (_rotate_pairs(x, _angles(torch.ones_like(positions), d, base, _correct_exponent)),
-         "positions are not applied: every position gets the same rotation (by θ_i, as if m = 1)",
-         "multiply the frequencies by each token's position: angles = positions[:, None] * theta[None, :], "
-         "shape (L, d/2)."),
-        (x.to(torch.float64), "x is returned unrotated (no position is applied)",
-         "rotate each pair by positions[l] * θ_i."),
-    ]
-    if not torch.equal(positions, torch.arange(seq_len)):
-        out.append((_rotate_pairs(x, _angles(torch.arange(seq_len), d, base, _correct_exponent)),
-                    "the positions argument is ignored: you used 0 .. L-1",
-                    "use the positions you are given (a decoding step starts after the cached tokens)."))
-    if base != 10000.0:
-        out.append((_rotate_pairs(x, _angles(positions, d, 10000.0, _correct_exponent)),
-                    f"the base argument is ignored: you used 10000 instead of {base:g}",
-                    "use the `base` parameter in θ_i = base ** (-2i/d)."))
-    return out
+_FORMULA = "θ_i = base ** (-2 * i / d) for pair i = 0 .. d/2 - 1 (i.e. `base ** (-torch.arange(0, d, 2) / d)`)"
+
+
+def _wrong(exponent: Callable[[Tensor, int], Tensor] = _correct_exponent, same_positions: bool = False,
+           base_ignored: bool = False, positions_ignored: bool = False, **rotate: object) -> Callable[..., Tensor]:
+    """A wrong ``apply_rope(x, positions, base=10000.0)``: one switch per mistake."""
+
+    def apply_rope(x: Tensor, positions: Tensor, base: float = 10000.0) -> Tensor:
+        used = torch.arange(x.size(-2)) if positions_ignored else positions
+        used = torch.ones_like(used) if same_positions else used
+        angles = _angles(used, x.size(-1), 10000.0 if base_ignored else base, exponent)
+        return _rotate_pairs(x, angles, **rotate)
+
+    return apply_rope
+
+
+def _lengths_changed(case: Case, got: object) -> bool:
+    x = case.args["x"]
+    return (isinstance(got, Tensor) and got.shape == x.shape and not got.dtype.is_complex
+            and bool(torch.isfinite(got).all())
+            and not torch.allclose(_pair_norms(x), _pair_norms(got), rtol=1e-4, atol=1e-4))
+
+
+def _angles_wrong(case: Case, got: object) -> bool:
+    x = case.args["x"]
+    return (isinstance(got, Tensor) and got.shape == x.shape and not got.dtype.is_complex
+            and bool(torch.isfinite(got).all())
+            and not torch.allclose(got.double(), _reference(**case.args).double(), rtol=_TOL, atol=_TOL))
+
+
+MISTAKES = [
+    Mistake("one coordinate per pair is returned: the last dim is d/2, not d",
+            "you returned one coordinate per pair: return both, interleaved, so the last dim is d again.",
+            looks_like=lambda case, got: isinstance(got, Tensor) and got.shape[:-1] == case.args["x"].shape[:-1]
+            and got.size(-1) * 2 == case.args["x"].size(-1)),
+    Mistake("you rotated the halves, pairing x_i with x_(i + d/2) (GPT-NeoX's \"rotate half\")",
+            "this exercise uses RoFormer's interleaved pairs (x_2i, x_2i+1): take `x[..., 0::2]` and `x[..., 1::2]`, "
+            "and interleave the results back.", _wrong(pairing="halves")),
+    Mistake("the rotated pairs are returned as [all first coordinates, all second coordinates]",
+            "interleave them back so that pair i sits at dimensions 2i and 2i+1: "
+            "`torch.stack((first, second), dim=-1).flatten(-2)`.", _wrong(layout="halves")),
+    Mistake("the frequency exponent is i/d instead of 2i/d", f"use {_FORMULA}.", _wrong(lambda i, d: -i / d)),
+    Mistake("the frequency exponent is 4i/d instead of 2i/d (the step of 2 was counted twice)", f"use {_FORMULA}.",
+            _wrong(lambda i, d: -4 * i / d)),
+    Mistake("the frequency exponent has the wrong sign: base ** (+2i/d) grows instead of shrinking",
+            f"use a negative exponent: {_FORMULA}.", _wrong(lambda i, d: 2 * i / d)),
+    Mistake("the rotation goes the wrong way (by -mθ): a sign error",
+            "rotate counter-clockwise: x'_2i = x_2i cos - x_2i+1 sin and x'_2i+1 = x_2i sin + x_2i+1 cos.",
+            _wrong(sign=-1.0)),
+    Mistake("cos and sin are swapped", "x'_2i = x_2i cos(mθ_i) - x_2i+1 sin(mθ_i): cos multiplies the pair's own "
+            "coordinate.", _wrong(swap=True)),
+    Mistake("positions are not applied: every position gets the same rotation (by θ_i, as if m = 1)",
+            "multiply the frequencies by each token's position: angles = positions[:, None] * theta[None, :], "
+            "shape (L, d/2).", _wrong(same_positions=True)),
+    Mistake("x is returned unrotated (no position is applied)", "rotate each pair by positions[l] * θ_i.",
+            lambda x, positions, base=10000.0: x),
+    Mistake("the positions argument is ignored: you used 0 .. L-1",
+            "use the positions you are given (a decoding step starts after the cached tokens).",
+            _wrong(positions_ignored=True)),
+    Mistake("the base argument is ignored: you used 10000 instead of {base:g}",
+            "use the `base` parameter in θ_i = base ** (-2i/d).", _wrong(base_ignored=True),
+            when=lambda case: case.info["base"] != 10000.0),
+    Mistake("the norms are not preserved: the pairs (x_2i, x_2i+1) change length",
+            "a rotation keeps lengths; check both lines: x'_2i = x_2i cos - x_2i+1 sin, "
+            "x'_2i+1 = x_2i sin + x_2i+1 cos (each uses both coordinates, with cos² + sin² = 1).",
+            looks_like=_lengths_changed),
+    Mistake("the output differs from the reference (pair lengths are preserved, so the angles are wrong)",
+            "compute angles = positions[:, None] * base ** (-torch.arange(0, d, 2) / d), shape (L, d/2), "
+            "in float64, and rotate pair i by angles[:, i].", looks_like=_angles_wrong),
+]
 
 
 def _pair_norms(t: Tensor) -> Tensor:
@@ -142,78 +168,20 @@ def _pair_norms(t: Tensor) -> Tensor:
 # -- the check -----------------------------------------------------------------------------------
 
 
-
 def check_apply_rope(fn: Callable[..., object]) -> CheckResult:
     """Check exercise 11: ``fn(x, positions, base=10000.0)`` rotates the interleaved pairs of
     ``x (..., L, d)`` like ``lessons_src.apply_rope``, on five cases (batched heads, offset and
-    unordered positions, another base, float64).
+    unordered positions, another base, float64). The result must have x's dtype. Built on
+    ``_framework.py``: the mistakes are the table :data:`MISTAKES`.
     """
-    if not callable(fn):
-        return finish(CheckResult(_NAME, False, f"expected a function, got {type(fn).__name__}",
-                                  "pass the function itself, without calling it: `check_apply_rope(apply_rope)`."))
+    session = Session(_NAME)
+    cases = []
+    for c in _cases():
+        args = {"x": c.x, "positions": c.positions} | ({} if c.base is None else {"base": c.base})
+        cases.append(Case(c.description, args, info={"base": 10000.0 if c.base is None else c.base}))
     with one_cpu_thread():
-        return _check(fn)
-
-
-def _accepts_base(fn: Callable[..., object]) -> bool:
-    """Whether ``fn(x, positions, base)`` can be called (True when the signature cannot be read)."""
-    try:
-        inspect.signature(fn).bind(None, None, 10000.0)
-    except TypeError:
-        return False
-    except ValueError:
-        return True
-    return True
-
-
-def _check(fn: Callable[..., object]) -> CheckResult:
-    cases = _cases()
-    if not _accepts_base(fn):
-        return finish(CheckResult(_NAME, False, "your function cannot be called as apply_rope(x, positions, base)",
-                                  "give it the signature `def apply_rope(x, positions, base=10000.0):`."))
-    for number, case in enumerate(cases, start=1):
-        where = f"case {number}/{len(cases)} ({case.description})"
-        expected = _reference(case.x, case.positions, 10000.0 if case.base is None else case.base)
-        args = (case.x, case.positions) if case.base is None else (case.x, case.positions, case.base)
-        result, failure = call_learner(_NAME, where, fn, *args)
-        if failure is not None:
-            return failure
-        wrong = not_one_tensor(_NAME, where, result, "end the function with `return rotated`.",
-                               "return the rotated tensor only.")
-        if wrong is not None:
-            return finish(wrong)
-        if result.shape != expected.shape:
-            hint = "return x's shape: rotate the pairs, then put them back in place of x's dimensions."
-            what = f"the output has shape {shape_of(result)}, expected {tuple(expected.shape)} (x's shape)"
-            if result.shape[:-1] == expected.shape[:-1] and result.size(-1) * 2 == expected.size(-1):
-                hint = "you returned one coordinate per pair: return both, interleaved, so the last dim is d again."
-                what = f"one coordinate per pair is returned: {what}"
-            return finish(CheckResult(_NAME, False, f"{where}: {what}", hint))
-        if torch.isnan(result).any():
-            return finish(CheckResult(_NAME, False, f"{where}: the output contains NaN",
-                                      "look for a division by zero or a log of 0 in your frequencies."))
-        if close(result, expected, tol=_TOL):
-            if result.dtype != case.x.dtype:
-                return finish(CheckResult(_NAME, False, f"{where}: the values are right but the dtype is "
-                                          f"{result.dtype}, expected x's dtype {case.x.dtype}",
-                                          "cast at the end: `return rotated.to(x.dtype)`."))
-            continue
-        for output, what, fix in _candidates(case):
-            if close(result, output, tol=1e-4):
-                return finish(CheckResult(_NAME, False, f"{where}: {what}", fix))
-        norms_in, norms_out = _pair_norms(case.x), _pair_norms(result)
-        if not torch.allclose(norms_in, norms_out, rtol=1e-4, atol=1e-4):
-            return finish(CheckResult(
-                _NAME, False, f"{where}: the norms are not preserved: the pairs (x_2i, x_2i+1) change length",
-                "a rotation keeps lengths; check both lines: x'_2i = x_2i cos - x_2i+1 sin, "
-                "x'_2i+1 = x_2i sin + x_2i+1 cos (each uses both coordinates, with cos² + sin² = 1).",
-                [f"largest change of a pair's length: {(norms_out - norms_in).abs().max():.3g}"]))
-        difference = (result.detach().to(torch.float64) - expected.to(torch.float64)).abs().max().item()
-        return finish(CheckResult(
-            _NAME, False, f"{where}: the output differs from the reference (pair lengths are preserved, "
-            "so the angles are wrong)",
-            "compute angles = positions[:, None] * base ** (-torch.arange(0, d, 2) / d), shape (L, d/2), "
-            "in float64, and rotate pair i by angles[:, i].",
-            [f"largest difference: {difference:.3g}"]))
-    return finish(CheckResult(_NAME, True, f"all {len(cases)} cases match lessons_src.apply_rope "
-                              "(batched heads, offset and unordered positions, base 500, float64)"))
+        failure = run_check(session, fn, cases, _reference, ("the output",), MISTAKES, tol=_TOL, same_dtype=True)
+    if failure is not None:
+        return done(failure)
+    return done(passed(session, f"all {len(cases)} cases match lessons_src.apply_rope (batched heads, offset and "
+                                "unordered positions, another base, float64)"))

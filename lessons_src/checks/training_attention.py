@@ -143,25 +143,26 @@ def _diagnose_task(query: Tensor, key: Tensor, value: Tensor, target: Tensor, sh
         details)
 
 
-def _call(fn: Callable[..., object], label: str, where: str, *args: object, **kwargs: object
+def _call(session: Session, fn: Callable[..., object], label: str, where: str, *args: object, **kwargs: object
           ) -> tuple[object, CheckResult | None]:
-    """``fn(*args, **kwargs)``, or ``(None, failure)`` for a stub or an exception.
+    """``fn(*args, **kwargs)`` through the check's ``session`` (one time budget for the whole check),
+    or ``(None, failure)`` for a stub, an exception, a time-out.
 
     Like ``_result.call_learner``, but the failure is not finished yet: the caller names the
     function (this check takes two) and adds case-specific hints before ``finish`` decides
     whether to raise under strict mode, so strict mode raises with the same feedback.
     """
-    value, failure = Session(NAME).call(where, fn, list(args), kwargs)
+    value, failure = session.call(where, fn, list(args), kwargs)
     if failure is not None and failure.summary == "not implemented yet":
         failure.summary = f"{label}: not implemented yet"
     return value, failure
 
 
-def _call_task(shift_task: Callable[..., object], batch_size: int, seq_len: int, d_model: int, shift: int,
+def _call_task(session: Session, shift_task: Callable[..., object], batch_size: int, seq_len: int, d_model: int, shift: int,
                where: str, seed: int) -> tuple[object, CheckResult | None]:
     """The learner's batch for one case, drawn with a CPU generator seeded with ``seed``."""
     generator = torch.Generator().manual_seed(seed)
-    return _call(shift_task, "shift_task", where, batch_size, seq_len, d_model, shift=shift,
+    return _call(session, shift_task, "shift_task", where, batch_size, seq_len, d_model, shift=shift,
                  generator=generator, device="cpu")
 
 
@@ -171,7 +172,7 @@ def _same_batch(batch: object, reference: tuple[Tensor, ...]) -> bool:
                     for a, b in zip(batch, reference, strict=True)))
 
 
-def _check_task(shift_task: Callable[..., object]) -> CheckResult | None:
+def _check_task(shift_task: Callable[..., object], session: Session) -> CheckResult | None:
     if not callable(shift_task):
         return finish(CheckResult(NAME, False, f"expected a function for shift_task, got {type(shift_task).__name__}",
                                   "pass the function itself, without calling it: "
@@ -188,7 +189,7 @@ def _check_task(shift_task: Callable[..., object]) -> CheckResult | None:
         where = (f"shift_task case {number}/{len(TASK_CASES)} (B={batch_size}, "
                  f"{_case_text(seq_len, shift)}, d_model={d_model})")
 
-        args = (shift_task, batch_size, seq_len, d_model, shift, where)
+        args = (session, shift_task, batch_size, seq_len, d_model, shift, where)
         batch, failure = _call_task(*args, seed=0)
         if failure is not None:
             if (number > 1 and not 0 <= shift < seq_len and "raised" in failure.summary
@@ -352,9 +353,9 @@ def _pattern_failure(pattern: Tensor, seq_len: int, shift: int, where: str, lear
     return CheckResult(NAME, False, summary, hint, details[:8])
 
 
-def _learner_pattern(expected_pattern: Callable[..., object], seq_len: int, shift: int, where: str
+def _learner_pattern(session: Session, expected_pattern: Callable[..., object], seq_len: int, shift: int, where: str
                      ) -> tuple[Tensor | None, CheckResult | None]:
-    value, failure = _call(expected_pattern, "expected_pattern", where, seq_len, shift)
+    value, failure = _call(session, expected_pattern, "expected_pattern", where, seq_len, shift)
     if failure is not None:
         if not 0 <= shift < seq_len and "raised" in failure.summary and not is_device_error(failure.summary):
             failure.hint = ("this case's shift is outside 0..L-1: take the column `(i - shift) % seq_len`, which is "
@@ -366,7 +367,7 @@ def _learner_pattern(expected_pattern: Callable[..., object], seq_len: int, shif
 # -- training -----------------------------------------------------------------------------------------
 
 
-def _train_on(shift_task: Callable[..., object]) -> Tensor:
+def _train_on(shift_task: Callable[..., object], session: Session) -> Tensor:
     """Train a one-head layer on the learner's task; return its (L, L) attention on a fresh batch.
 
     Runs on the CPU, on one thread, with a fixed seed (deterministic); the caller's random states
@@ -377,7 +378,6 @@ def _train_on(shift_task: Callable[..., object]) -> Tensor:
     # Two calls of the learner's task, not one per step: every training batch is a slice of one
     # batch of steps * batch_size sequences (fresh noise throughout), made up front.
     steps, size = TRAIN["steps"], TRAIN["batch_size"]
-    session = Session(NAME)
 
     def learner_task(batch_size: int, seq_len: int, d_model: int, generator: torch.Generator) -> tuple:
         batch, failure = session.call("training", shift_task, [batch_size, seq_len, d_model],
@@ -425,7 +425,8 @@ def check_shift_attention(shift_task: Callable[..., object], expected_pattern: C
     for 150 steps (CPU, seed 0), compares the learned attention with the predicted pattern row by
     row, then tests the pattern on 4 more cases. Chapter "Training attention".
     """
-    failure = _check_task(shift_task)
+    session = Session(NAME)  # one time budget for all the calls of both functions
+    failure = _check_task(shift_task, session)
     if failure is not None:
         return failure
     if not callable(expected_pattern):
@@ -436,12 +437,12 @@ def check_shift_attention(shift_task: Callable[..., object], expected_pattern: C
     seq_len = TRAIN["seq_len"]
     n_cases = 1 + len(PATTERN_CASES)
     where = f"expected_pattern case 1/{n_cases} ({_case_text(seq_len, TRAIN_SHIFT)}, the trained case)"
-    pattern, failure = _learner_pattern(expected_pattern, seq_len, TRAIN_SHIFT, where)
+    pattern, failure = _learner_pattern(session, expected_pattern, seq_len, TRAIN_SHIFT, where)
     if failure is not None:
         return failure
 
     try:
-        learned = _train_on(shift_task)  # (L, L)
+        learned = _train_on(shift_task, session)  # (L, L)
     except Exception as exc:  # the learner's task runs inside the training loop: report, never raise
         return finish(CheckResult(NAME, False, f"training on your shift_task failed: {learner_error(exc)}",
                                   error_hint(exc, "your task passed its checks on small batches; make sure it works "
@@ -460,7 +461,7 @@ def check_shift_attention(shift_task: Callable[..., object], expected_pattern: C
 
     for number, (length, shift) in enumerate(PATTERN_CASES, start=2):
         where = f"expected_pattern case {number}/{n_cases} ({_case_text(length, shift)})"
-        pattern_case, failure = _learner_pattern(expected_pattern, length, shift, where)
+        pattern_case, failure = _learner_pattern(session, expected_pattern, length, shift, where)
         if failure is not None:
             return failure
         if not torch.equal(pattern_case, _reference_pattern(length, shift).to(torch.float64)):
