@@ -16,6 +16,8 @@ Each module holds one concept and names the chapter that teaches it:
   (chapter "Tiled attention and the online softmax")
 - ``gqa``: grouped-query attention and the KV cache (chapter "Grouped-query attention and the KV cache")
 - ``rotary``: rotary position embeddings (chapter "Rotary position embeddings")
+- ``llm``: RMSNorm, SwiGLU and a decoder block and model with a switch for every change from the 2017
+  block to a Llama-style one (chapter "From the original block to a modern LLM block")
 - ``alibi``: attention with linear biases, ALiBi (chapter "ALiBi and length extrapolation")
 - ``language_model``: a small decoder-only model, sampling, and the scores of previous-token and
   induction heads (chapters "A language model and its heads" and "Induction heads")
@@ -44,10 +46,11 @@ from .language_model import (
     previous_token_score,
     repeated_tokens,
 )
+from .llm import MLP, Attention, DecoderConfig, DecoderLayer, DecoderLM, RMSNorm, SwiGLU, swiglu_width
 from .masks import causal_mask, padding_mask, sliding_window_mask
 from .multihead import MultiHeadAttention, attn_mask_to_mask, key_padding_mask_to_mask, merge_heads, split_heads
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, sinusoidal_positional_encoding
-from .rotary import apply_rope, rope_frequencies
+from .rotary import apply_rope, rope_frequencies, rope_layout_permutation
 from .tiled import online_softmax_steps, online_softmax_update, tiled_attention
 from .training import TrainResult, antidiagonal_mass, diagonal_mass, train_attention, warmup_factor
 
@@ -80,6 +83,15 @@ __all__ = [
     "kv_cache_bytes",
     "rope_frequencies",
     "apply_rope",
+    "rope_layout_permutation",
+    "RMSNorm",
+    "SwiGLU",
+    "swiglu_width",
+    "DecoderConfig",
+    "Attention",
+    "MLP",
+    "DecoderLayer",
+    "DecoderLM",
     "alibi_slopes",
     "alibi_bias",
     "course_text",

@@ -11,7 +11,7 @@ from torch import Tensor
 
 from . import _validate as check
 
-__all__ = ["rope_frequencies", "apply_rope"]
+__all__ = ["rope_frequencies", "apply_rope", "rope_layout_permutation"]
 
 
 def rope_frequencies(
@@ -34,17 +34,22 @@ def rope_frequencies(
     return angles.cos().float().to(device), angles.sin().float().to(device)
 
 
-def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, positions: Tensor | int | None = None) -> Tensor:
-    """Rotate each pair ``(x_{2i}, x_{2i+1})`` of ``x (..., L, head_dim)`` by angle ``m · θ_i``.
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, positions: Tensor | int | None = None, *,
+               layout: str = "interleaved") -> Tensor:
+    """Rotate each pair of features of ``x (..., L, head_dim)`` by angle ``m · θ_i``.
 
-    The interleaved-pairs convention of RoFormer (not GPT-NeoX's rotate-half, which pairs
-    ``x_i`` with ``x_{i + d/2}``). ``positions``: None for ``0 .. L-1``; an int offset p for
+    ``layout="interleaved"`` (the default): the pairs ``(x_{2i}, x_{2i+1})`` of RoFormer.
+    ``layout="half"``: the pairs ``(x_i, x_{i + d/2})`` of GPT-NeoX- and Llama-style code
+    ("rotate half"); the two give the same scores once the features are reordered by
+    :func:`rope_layout_permutation`. ``positions``: None for ``0 .. L-1``; an int offset p for
     ``p .. p+L-1`` (decoding with a cache); or an integer tensor ``(L,)`` or ``(..., L)``.
     ``cos``/``sin`` come from ``rope_frequencies``. Returns x's shape and dtype.
     Taught in the chapter "Rotary position embeddings".
     """
     if not isinstance(x, Tensor) or x.dim() < 2:
         raise ValueError(f"apply_rope: x must be a tensor (..., L, head_dim), got {getattr(x, 'shape', x)!r}")
+    if layout not in ("interleaved", "half"):
+        raise ValueError(f"apply_rope: layout must be 'interleaved' or 'half', got {layout!r}")
     head_dim, seq_len = x.size(-1), x.size(-2)
     if head_dim % 2 != 0:
         raise ValueError(f"apply_rope: head_dim must be even (it rotates pairs), got {head_dim} in x {tuple(x.shape)}")
@@ -79,9 +84,26 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, positions: Tensor | int | No
     dtype = torch.promote_types(x.dtype, torch.float32)
     cos_m = cos_m.to(device=x.device, dtype=dtype)
     sin_m = sin_m.to(device=x.device, dtype=dtype)
+    if layout == "half":
+        x_1, x_2 = x[..., : head_dim // 2].to(dtype), x[..., head_dim // 2 :].to(dtype)  # (..., L, d/2) each
+        return torch.cat((x_1 * cos_m - x_2 * sin_m, x_1 * sin_m + x_2 * cos_m), dim=-1).to(x.dtype)  # (..., L, d)
     x_even = x[..., 0::2].to(dtype)  # (..., L, d/2)
     x_odd = x[..., 1::2].to(dtype)  # (..., L, d/2)
     rotated = torch.stack(
         (x_even * cos_m - x_odd * sin_m, x_even * sin_m + x_odd * cos_m), dim=-1
     )  # (..., L, d/2, 2)
     return rotated.flatten(-2).to(x.dtype)  # (..., L, d)
+
+
+def rope_layout_permutation(head_dim: int) -> Tensor:
+    """The order of features that turns the interleaved layout into rotate-half: ``(0, 2, 4, ..., 1, 3, 5, ...)``.
+
+    ``apply_rope(x[..., p], layout="half") == apply_rope(x, layout="interleaved")[..., p]`` for
+    ``p = rope_layout_permutation(head_dim)``: permute each head's rows of W_Q and W_K by ``p`` and a
+    checkpoint trained with one layout gives the same scores in code written for the other.
+    Taught in the chapter "Rotary position embeddings".
+    """
+    check.positive_int(head_dim, "head_dim", "rope_layout_permutation")
+    if head_dim % 2 != 0:
+        raise ValueError(f"rope_layout_permutation: head_dim must be even, got {head_dim}")
+    return torch.cat((torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)))

@@ -38,6 +38,7 @@ from lessons_src.figures import (  # noqa: E402
     language_model,
     layer_norm_placement,
     masking,
+    modern_block,
     multi_head_attention,
     rotary_embeddings,
     scaling,
@@ -186,6 +187,12 @@ def _induction_explorer():
     return induction_heads.induction_explorer(weights, scores, {0: 3.0, 10: 2.0, 20: 0.5}, 4)
 
 
+def _ladder_explorer():
+    names = ["2017", "+ pre-LN", "+ RoPE"]
+    curves = {n: [(s, 3.0 - 0.1 * s - 0.05 * i) for s in range(5)] for i, n in enumerate(names)}
+    return modern_block.ladder_explorer(names, curves, {"2017": 2.3, "+ pre-LN": 2.31, "+ RoPE": 2.1})
+
+
 BUILDERS = {
     "attention_from_scratch": _steer_query,
     "scaling": _score_explorer,
@@ -202,6 +209,7 @@ BUILDERS = {
     "alibi": _bias_explorer,
     "language_model": _temperature_explorer,
     "induction_heads": _induction_explorer,
+    "modern_block": _ladder_explorer,
 }
 
 

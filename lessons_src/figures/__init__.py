@@ -23,6 +23,7 @@ next to it, tested in ``tests/test_figures.py``. A chapter shows the idea and on
 - ``language_model.temperature_explorer``: the next character's distribution and a sample, by
   temperature and top-k
 - ``induction_heads.induction_explorer``: an induction head forming during training
+- ``modern_block.ladder_explorer``: from the 2017 block to a Llama-style one, step by step
 """
 
 __all__ = [
@@ -41,4 +42,5 @@ __all__ = [
     "alibi",
     "language_model",
     "induction_heads",
+    "modern_block",
 ]
