@@ -54,7 +54,7 @@ def temperature_explorer(chars: Sequence[str], logits: Tensor, samples: Mapping[
         for bar, i in zip(bars, order):
             bar.set_height(probs[i].item())
         kept = "all characters" if k is None else f"top {k}"
-        bars_title.set_text(f"T = {temperature:g}, {kept}: largest p = {probs.max().item():.2f}")
+        bars_title.set_text(f"τ = {temperature:g}, {kept}: largest p = {probs.max().item():.2f}")
         body = (prompt + samples[temperature, k]).replace("\n", " ")
         text.set_text("\n".join(textwrap.wrap(body, 44)[:12]))
 
@@ -62,7 +62,7 @@ def temperature_explorer(chars: Sequence[str], logits: Tensor, samples: Mapping[
     fig.tight_layout()
     return InteractiveFigure(
         fig, update,
-        [Slider("temperature", temperatures, label="temperature T", initial=1.0 if 1.0 in temperatures else None),
+        [Slider("temperature", temperatures, label="temperature τ", initial=1.0 if 1.0 in temperatures else None),
          Slider("top_k", [0 if k is None else k for k in top_ks], label="top-k (0 = all)", initial=0)],
         animated=[*bars, bars_title, text], alt=ALT, dpi=DPI,
     )

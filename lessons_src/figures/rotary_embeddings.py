@@ -19,7 +19,7 @@ __all__ = ["rotate", "rotated_pairs", "score_curve", "pair_angle", "rope_explore
 ALT = (
     "Three panels. Left and middle: the first two pairs of an 8-dimensional query (blue arrow) "
     "and key (orange arrow), each rotated to its position; the angle between them is printed "
-    "below. Right: the score q·k against the distance m - n from 0 to 16, a grey line computed "
+    "below. Right: the score q·k against the distance i - j from 0 to 16, a grey line computed "
     "at m = 16 with blue dots computed at the chosen m lying on it, and a black circle at the "
     "chosen distance."
 )
@@ -81,12 +81,12 @@ def rope_explorer(
     ax_pair0.legend(arrows[0], ["query at m", "key at n"], loc="upper left", fontsize=8, frameon=False,
                     handlelength=1)
 
-    ax_score.plot(curve_distances, reference, color="grey", lw=1.5, label=f"computed at m = {positions[0]}")
+    ax_score.plot(curve_distances, reference, color="grey", lw=1.5, label=f"computed at i = {positions[0]}")
     dots = ax_score.scatter(curve_distances, reference, s=14, color=COLORS[0], zorder=3,
-                            label="computed at the slider's m")
+                            label="computed at the slider's i")
     current = ax_score.scatter([0], [0], s=110, facecolors="none", edgecolors="black", lw=2, zorder=4)
     score_title = ax_score.set_title("", fontsize=10)
-    ax_score.set(xlabel="distance Δ = m - n", ylabel="score $q_m \\cdot k_n$", xticks=range(0, max_distance + 1, 4))
+    ax_score.set(xlabel="distance Δ = i - j", ylabel="score $q_i \\cdot k_j$", xticks=range(0, max_distance + 1, 4))
     ax_score.legend(fontsize=8, frameon=False, loc="lower left")
     despine(ax_score)
 
@@ -99,7 +99,7 @@ def rope_explorer(
         curve = score_curve(query, key, m, curve_distances)
         dots.set_offsets(torch.stack([curve_distances.float(), curve], dim=1))
         current.set_offsets([[delta, curve[delta].item()]])
-        score_title.set_text(f"m = {m}, n = {m - delta}: score {curve[delta]:.3f}")
+        score_title.set_text(f"i = {m}, j = {m - delta}: score {curve[delta]:.3f}")
 
     update(start_m, start_delta)  # fill the texts in before the layout pass, so it makes room for them
     fig.tight_layout()
@@ -107,8 +107,8 @@ def rope_explorer(
         fig,
         update,
         [
-            Slider("m", positions, label="query position m", initial=start_m),
-            Slider("delta", distances, label="distance Δ = m - n", initial=start_delta),
+            Slider("m", positions, label="query position i", initial=start_m),
+            Slider("delta", distances, label="distance Δ = i - j", initial=start_delta),
         ],
         # What update changes; the circles, axes, line and legends are drawn once.
         animated=[*(arrow for pair in arrows for arrow in pair), *angle_texts, dots, current, score_title],
