@@ -23,6 +23,13 @@ next to it, tested in ``tests/test_figures.py``. A chapter shows the idea and on
 - ``language_model.temperature_explorer``: the next character's distribution and a sample, by
   temperature and top-k
 - ``induction_heads.induction_explorer``: an induction head forming during training
+
+Not a chapter's module, so not in ``__all__``: ``diagrams``, the static block diagrams of multi-head
+attention, the post-LN and pre-LN encoder blocks and the decoder block, each a plain ``Figure``
+with its alt text next to it (``diagrams.MULTI_HEAD_ATTENTION_ALT``, ...)::
+
+    from lessons_src.figures import diagrams
+    diagrams.encoder_blocks()
 """
 
 __all__ = [
