@@ -192,6 +192,14 @@ def test_alt_text_describes_the_diagram(drawn):
     assert not missing, f"{name}: the alt text does not mention {missing}"
 
 
+def test_shows_itself_as_a_png_in_a_notebook(drawn):
+    """The PNG a notebook shows without pyplot's inline backend: the whole diagram, at DIAGRAM_DPI."""
+    name, fig, _ = drawn
+    assert isinstance(fig, diagrams.Diagram)
+    image = Image.open(io.BytesIO(fig._repr_png_()))
+    assert image.size == tuple(round(side * diagrams.DIAGRAM_DPI) for side in fig.get_size_inches()), name
+
+
 def test_each_call_builds_a_new_figure():
     first, second = diagrams.encoder_blocks(), diagrams.encoder_blocks()
     assert first is not second and first.axes[0] is not second.axes[0]

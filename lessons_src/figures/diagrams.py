@@ -20,6 +20,7 @@ and gives the cell the matching alt text (``diagrams.MULTI_HEAD_ATTENTION_ALT``)
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 
 from matplotlib.axes import Axes
@@ -31,6 +32,7 @@ from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 from ._style import COLORS, new_figure
 
 __all__ = [
+    "Diagram",
     "DIAGRAM_DPI",
     "MULTI_HEAD_ATTENTION_ALT",
     "ENCODER_BLOCKS_ALT",
@@ -91,6 +93,20 @@ DECODER_BLOCK_ALT = (
 )
 
 
+class Diagram(Figure):
+    """A Figure that shows itself as a PNG when it is a notebook cell's value.
+
+    A plain Figure does that only once pyplot has loaded its inline backend (``plt.subplots``
+    does; importing pyplot does not), so a diagram near the top of a page would print as
+    ``<Figure size ...>``. Where the inline backend is loaded its PNG is used instead.
+    """
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=self.dpi, facecolor=self.get_facecolor())
+        return buffer.getvalue()
+
+
 @dataclass(frozen=True)
 class _Box:
     """A drawn box: centre (x, y) and size in inches, y growing downwards."""
@@ -122,9 +138,9 @@ def _pale(color, amount: float = 0.78) -> tuple[float, float, float]:
     return tuple(c + (1 - c) * amount for c in to_rgb(color))
 
 
-def _canvas(width: float, height: float) -> tuple[Figure, Axes]:
-    """A Figure whose one axes is the whole canvas, in inches, y growing downwards."""
-    fig = new_figure(width, height, dpi=DIAGRAM_DPI)
+def _canvas(width: float, height: float) -> tuple[Diagram, Axes]:
+    """A Diagram whose one axes is the whole canvas, in inches, y growing downwards."""
+    fig = new_figure(width, height, dpi=DIAGRAM_DPI, figure_class=Diagram)
     ax = fig.add_axes((0, 0, 1, 1))
     ax.set_xlim(0, width)
     ax.set_ylim(height, 0)
