@@ -11,12 +11,16 @@ DPI = 80
 COLORS = sns.color_palette("colorblind")
 
 
-def new_figure(width: float = 8.0, height: float = 3.5) -> Figure:
+def new_figure(
+    width: float = 8.0, height: float = 3.5, dpi: float | None = None, figure_class: type[Figure] = Figure
+) -> Figure:
     """A bare Figure with a white face (it reads the same on light and dark pages).
 
     Not ``plt.subplots``: the InteractiveFigure owns the figure, and pyplot never shows a copy.
+    ``dpi`` (default: matplotlib's) is the resolution of ``savefig`` and of the notebook's PNG;
+    ``figure_class`` a subclass of Figure to make instead.
     """
-    return Figure(figsize=(width, height), facecolor="white")
+    return figure_class(figsize=(width, height), facecolor="white", dpi=dpi)
 
 
 def despine(*axes) -> None:

@@ -1,0 +1,362 @@
+"""Block diagrams of the layers the course builds, each a static ``Figure`` with its alt text.
+
+- ``multi_head_attention``: split into heads, attend per head, merge (chapter "Multi-head attention")
+- ``encoder_blocks``: post-LN and pre-LN encoder blocks side by side (chapters "The transformer
+  encoder block" and "Layer norm placement")
+- ``decoder_block``: masked self-attention, cross-attention over the encoder memory Z, feed-forward
+  (chapter "Decoder blocks and cross-attention")
+
+Every box names its operation in the course's notation and the shape of the tensor it returns.
+Data flows from the top down. Colours say what kind of step a box is (blue: a learned linear map,
+orange: attention, green: LayerNorm, pink: feed-forward, grey: a reshape), and every box says it
+in words too, so no information is carried by colour alone. A chapter shows one with::
+
+    from lessons_src.figures import diagrams
+    diagrams.multi_head_attention()
+
+and gives the cell the matching alt text (``diagrams.MULTI_HEAD_ATTENTION_ALT``) in its
+``mystnb.image.alt`` metadata.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+from matplotlib.axes import Axes
+from matplotlib.colors import to_rgb
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
+
+from ._style import COLORS, new_figure
+
+__all__ = [
+    "Diagram",
+    "DIAGRAM_DPI",
+    "MULTI_HEAD_ATTENTION_ALT",
+    "ENCODER_BLOCKS_ALT",
+    "DECODER_BLOCK_ALT",
+    "multi_head_attention",
+    "encoder_blocks",
+    "decoder_block",
+]
+
+#: 110 dpi: a 7.2-inch diagram is 792 px wide, the width of the page's text column.
+DIAGRAM_DPI = 110
+#: Font sizes in points: nothing under 9, so the text stays legible when a phone shrinks the page.
+TITLE_PT, LABEL_PT, SHAPE_PT, NOTE_PT = 12.0, 10.5, 9.5, 9.5
+
+# One colour per kind of step (seaborn's colour-blind palette), as a pale fill behind black text.
+LINEAR, ATTENTION, NORM, FEED_FORWARD, RESHAPE, TENSOR = COLORS[0], COLORS[1], COLORS[2], COLORS[4], COLORS[7], "black"
+INK = "#333333"
+
+MULTI_HEAD_ATTENTION_ALT = (
+    "Block diagram of multi-head self-attention, read from top to bottom. The input X, shape (B, L, D), "
+    "goes through three learned linear maps: Q = X W_Q of shape (B, L_q, D), K = X W_K of shape (B, L_k, D) "
+    "and V = X W_V of shape (B, L_k, D). Each is split into H heads of d_k = D / H features (view, then "
+    "transpose), giving Q_h of shape (B, H, L_q, d_k) and K_h and V_h of shape (B, H, L_k, d_k). Inside a "
+    "dashed frame drawn as a stack of H cards, labelled 'every head h = 0, ..., H - 1, all at once', each "
+    "head computes its scores S_h = Q_h K_h transposed / sqrt(d_k) of shape (B, H, L_q, L_k) from Q_h and "
+    "K_h, then its weights A_h = softmax(S_h) over the keys, of the same shape, then its output A_h V_h of "
+    "shape (B, H, L_q, d_k) with V_h. The heads are concatenated (transpose back, then reshape) into shape "
+    "(B, L_q, H d_k) = (B, L_q, D), and one more linear map W_O gives the output, (B, L_q, D). A note says "
+    "that in self-attention Q, K and V all come from X, so L_q = L_k = L, and that in cross-attention K and "
+    "V come from another sequence."
+)
+
+ENCODER_BLOCKS_ALT = (
+    "Two encoder blocks side by side, read from top to bottom; every tensor between the steps has shape "
+    "(B, L, D). Left, post-LN (the original transformer and BERT): the input x goes into multi-head "
+    "self-attention, whose weights are (B, H, L, L); a residual line carries x around it to an add node; "
+    "the sum goes through LayerNorm 1; that result goes into the feed-forward network, which widens each "
+    "position to (B, L, d_ff) and back to (B, L, D); a second residual line adds its input to its output; "
+    "LayerNorm 2 normalises the sum, which is the block's output. Right, pre-LN (GPT-2 and most large "
+    "models since): the input x first goes through LayerNorm 1, then self-attention, and the residual line "
+    "adds the un-normalised x to the result; that sum goes through LayerNorm 2 and the feed-forward "
+    "network, and a second residual line adds the sum to its output, which is the block's output, not "
+    "normalised. A note says that a pre-LN stack adds one final LayerNorm after its last block, and that "
+    "in pre-LN the input reaches the output along an identity path that no LayerNorm touches."
+)
+
+DECODER_BLOCK_ALT = (
+    "Block diagram of a decoder block in the original post-LN wiring, read from top to bottom. On the "
+    "left, the target Y, shape (B, L_t, D), goes into masked (causal) multi-head self-attention, whose "
+    "causal mask C, C_ij = [j <= i], lets position i see target positions 0 to i; its weights are "
+    "(B, H, L_t, L_t). A residual line adds Y to its output and LayerNorm 1 normalises the sum, shape "
+    "(B, L_t, D). That result gives the queries of cross-attention. On the right, the source goes through "
+    "the encoder, whose output, the memory Z of shape (B, L_s, D), gives cross-attention its keys and "
+    "values. Cross-attention's weights are (B, H, L_t, L_s), with no causal mask, and its output is "
+    "(B, L_t, D); a residual line and LayerNorm 2 follow. Then the feed-forward network, (B, L_t, d_ff) "
+    "inside, with a residual line and LayerNorm 3, gives the block's output, (B, L_t, D). A note says that "
+    "pre-LN moves each LayerNorm in front of its sublayer, as in the encoder."
+)
+
+
+class Diagram(Figure):
+    """A Figure that shows itself as a PNG when it is a notebook cell's value.
+
+    A plain Figure does that only once pyplot has loaded its inline backend (``plt.subplots``
+    does; importing pyplot does not), so a diagram near the top of a page would print as
+    ``<Figure size ...>``. Where the inline backend is loaded its PNG is used instead.
+    """
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=self.dpi, facecolor=self.get_facecolor())
+        return buffer.getvalue()
+
+
+@dataclass(frozen=True)
+class _Box:
+    """A drawn box: centre (x, y) and size in inches, y growing downwards."""
+
+    x: float
+    y: float
+    w: float
+    h: float
+
+    @property
+    def top(self) -> tuple[float, float]:
+        return self.x, self.y - self.h / 2
+
+    @property
+    def bottom(self) -> tuple[float, float]:
+        return self.x, self.y + self.h / 2
+
+    @property
+    def left(self) -> tuple[float, float]:
+        return self.x - self.w / 2, self.y
+
+    @property
+    def right(self) -> tuple[float, float]:
+        return self.x + self.w / 2, self.y
+
+
+def _pale(color, amount: float = 0.78) -> tuple[float, float, float]:
+    """``color`` mixed with white: a fill light enough for black text on it."""
+    return tuple(c + (1 - c) * amount for c in to_rgb(color))
+
+
+def _canvas(width: float, height: float) -> tuple[Diagram, Axes]:
+    """A Diagram whose one axes is the whole canvas, in inches, y growing downwards."""
+    fig = new_figure(width, height, dpi=DIAGRAM_DPI, figure_class=Diagram)
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, width)
+    ax.set_ylim(height, 0)
+    ax.set_axis_off()
+    return fig, ax
+
+
+def _box(ax: Axes, x: float, y: float, w: float, label: str, shape: str | None = None, *,
+         color=TENSOR, h: float = 0.58, cards: int = 0) -> _Box:
+    """A rounded box centred on (x, y): ``label`` above, the output's ``shape`` below it.
+
+    ``cards`` draws that many offset copies behind the box: one per further head.
+    """
+    for card in range(cards, 0, -1):
+        offset = 0.07 * card
+        ax.add_patch(FancyBboxPatch((x - w / 2 + offset, y - h / 2 - offset), w, h,
+                                    boxstyle="round,pad=0,rounding_size=0.08", linewidth=0.8,
+                                    edgecolor=color, facecolor=_pale(color, 0.9)))
+    fill = "white" if color == TENSOR else _pale(color)
+    ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0,rounding_size=0.08",
+                                linewidth=1.4, edgecolor=color, facecolor=fill))
+    if shape is None:
+        ax.text(x, y, label, ha="center", va="center", fontsize=LABEL_PT, color="black")
+    else:
+        ax.text(x, y - 0.125, label, ha="center", va="center", fontsize=LABEL_PT, color="black")
+        ax.text(x, y + 0.135, shape, ha="center", va="center", fontsize=SHAPE_PT, color=INK)
+    return _Box(x, y, w, h)
+
+
+def _add(ax: Axes, x: float, y: float, radius: float = 0.15) -> _Box:
+    """The residual addition: a circle with a plus sign."""
+    ax.add_patch(Circle((x, y), radius, facecolor="white", edgecolor=INK, linewidth=1.4))
+    ax.add_line(Line2D([x - radius * 0.6, x + radius * 0.6], [y, y], color=INK, linewidth=1.4))
+    ax.add_line(Line2D([x, x], [y - radius * 0.6, y + radius * 0.6], color=INK, linewidth=1.4))
+    return _Box(x, y, 2 * radius, 2 * radius)
+
+
+def _arrow(ax: Axes, *points: tuple[float, float], color=INK, dashed: bool = False) -> None:
+    """A polyline through ``points`` with an arrowhead at the last one."""
+    style = (0, (4, 2)) if dashed else "solid"
+    for start, end in zip(points[:-2], points[1:-1]):
+        ax.add_line(Line2D([start[0], end[0]], [start[1], end[1]], color=color, linewidth=1.3, linestyle=style))
+    ax.add_patch(FancyArrowPatch(points[-2], points[-1], arrowstyle="-|>", mutation_scale=13, color=color,
+                                 linewidth=1.3, linestyle=style, shrinkA=0, shrinkB=0))
+
+
+def _note(ax: Axes, x: float, y: float, text: str, *, ha: str = "left", size: float = NOTE_PT,
+          color=INK, **kwargs) -> None:
+    ax.text(x, y, text, ha=ha, va="center", fontsize=size, color=color, **kwargs)
+
+
+def multi_head_attention() -> Figure:
+    """Multi-head self-attention as a block diagram: project, split into H heads, attend, merge, W_O.
+
+    Every box carries the course's notation and its output shape, from ``X (B, L, D)`` through
+    ``Q_h (B, H, L_q, d_k)`` and ``S_h, A_h (B, H, L_q, L_k)`` to the output ``(B, L_q, D)``.
+    Alt text: ``MULTI_HEAD_ATTENTION_ALT``. Shown in the chapter "Multi-head attention".
+    """
+    fig, ax = _canvas(7.2, 7.5)
+    ax.text(3.6, 0.3, "Multi-head attention: $H$ heads of $d_k = D / H$ features",
+            ha="center", va="center", fontsize=TITLE_PT, weight="bold")
+    columns = (1.3, 3.6, 5.9)
+    width = 1.9
+
+    x_in = _box(ax, 3.6, 0.95, 1.7, "input $X$", "$(B, L, D)$")
+    names = (("Q", "q", "W_Q"), ("K", "k", "W_K"), ("V", "k", "W_V"))
+    projected, split = [], []
+    for x, (name, length, weight) in zip(columns, names):
+        projected.append(_box(ax, x, 1.95, width, f"${name} = X {weight}$", f"$(B, L_{length}, D)$", color=LINEAR))
+        split.append(_box(ax, x, 2.95, width, f"split into heads: ${name}_h$",
+                          f"$(B, H, L_{length}, d_k)$", color=RESHAPE))
+    for box in projected:
+        _arrow(ax, (x_in.x + (box.x - x_in.x) * 0.25, x_in.bottom[1]), box.top)
+    for upper, lower in zip(projected, split):
+        _arrow(ax, upper.bottom, lower.top)
+
+    # The per-head frame: one dashed card per head, the front one holding the three steps.
+    frame_top, frame_bottom = 3.75, 5.25
+    for card in range(2, -1, -1):
+        offset = 0.07 * card
+        ax.add_patch(FancyBboxPatch((0.15 + offset, frame_top - offset), 6.85, frame_bottom - frame_top,
+                                    boxstyle="round,pad=0,rounding_size=0.12", linewidth=1.0,
+                                    linestyle=(0, (4, 3)), edgecolor=ATTENTION, facecolor="white"))
+    _note(ax, 0.45, frame_bottom - 0.33, "every head $h = 0, \\dots, H-1$, all at once", color="black")
+    row = 4.3
+    scores = _box(ax, columns[0], row, width, "$S_h = Q_h K_h^\\top / \\sqrt{d_k}$", "$(B, H, L_q, L_k)$",
+                  color=ATTENTION)
+    weights = _box(ax, columns[1], row, width, "$A_h = \\mathrm{softmax}(S_h)$", "$(B, H, L_q, L_k)$",
+                   color=ATTENTION)
+    heads = _box(ax, columns[2], row, width, "$A_h V_h$", "$(B, H, L_q, d_k)$", color=ATTENTION)
+    _arrow(ax, split[0].bottom, scores.top)
+    bend = 3.5  # K_h turns left above the frame, into the scores box
+    _arrow(ax, split[1].bottom, (split[1].x, bend), (scores.x + 0.6, bend), (scores.x + 0.6, scores.top[1]))
+    _arrow(ax, split[2].bottom, heads.top)
+    _arrow(ax, scores.right, weights.left)
+    _arrow(ax, weights.right, heads.left)
+
+    merged = _box(ax, 3.6, 5.97, 4.2, "concatenate the heads (transpose, reshape)",
+                  "$(B, L_q, H d_k) = (B, L_q, D)$", color=RESHAPE)
+    _arrow(ax, heads.bottom, (heads.x, 5.45), (merged.x + 1.2, 5.45), (merged.x + 1.2, merged.top[1]))
+    output = _box(ax, 3.6, 6.9, 2.6, "$\\mathrm{output} = \\mathrm{concat} \\cdot W_O$", "$(B, L_q, D)$",
+                  color=LINEAR)
+    _arrow(ax, merged.bottom, output.top)
+    _note(ax, 0.15, 6.85, "Self-attention: $Q$, $K$, $V$ all\ncome from $X$, so $L_q = L_k = L$.")
+    _note(ax, 7.05, 6.85, "Cross-attention: $K$, $V$ come\nfrom another sequence.", ha="right")
+    return fig
+
+
+def _stack(top: float, heights: list[float], gap: float = 0.36) -> list[float]:
+    """Centres of boxes of the given heights stacked downwards from ``top``, ``gap`` apart."""
+    centres, y = [], top
+    for h in heights:
+        centres.append(y + h / 2)
+        y += h + gap
+    return centres
+
+
+def _encoder_column(ax: Axes, x: float, norm_first: bool, top: float) -> None:
+    """One encoder block, post-LN or pre-LN, down the column at ``x`` from ``top``."""
+    w, side = 2.35, x + 1.45  # box width; the residual lines run down the right-hand side
+    attention = ("multi-head self-attention", "$(B, L, D)$;  $A$: $(B, H, L, L)$")
+    feed_forward = ("feed-forward (per position)", "$(B, L, d_{ff})$ inside, $(B, L, D)$ out")
+    box, add = 0.58, 0.3
+    if norm_first:
+        rows = _stack(top, [box, box, box, add, box, box, add, box], gap=0.3)
+        x_in = _box(ax, x, rows[0], 1.5, "input $x$", "$(B, L, D)$")
+        norm1 = _box(ax, x, rows[1], w, "LayerNorm 1", "$(B, L, D)$", color=NORM)
+        attend = _box(ax, x, rows[2], w, *attention, color=ATTENTION)
+        add1 = _add(ax, x, rows[3])
+        norm2 = _box(ax, x, rows[4], w, "LayerNorm 2", "$(B, L, D)$", color=NORM)
+        ff = _box(ax, x, rows[5], w, *feed_forward, color=FEED_FORWARD)
+        add2 = _add(ax, x, rows[6])
+        out = _box(ax, x, rows[7], 2.1, "output (not normalised)", "$(B, L, D)$")
+        chain = (x_in, norm1, attend, add1, norm2, ff, add2, out)
+        residuals = ((x_in, add1), (add1, add2))
+    else:
+        rows = _stack(top, [box, box, add, box, box, add, box, box], gap=0.3)
+        x_in = _box(ax, x, rows[0], 1.5, "input $x$", "$(B, L, D)$")
+        attend = _box(ax, x, rows[1], w, *attention, color=ATTENTION)
+        add1 = _add(ax, x, rows[2])
+        norm1 = _box(ax, x, rows[3], w, "LayerNorm 1", "$(B, L, D)$", color=NORM)
+        ff = _box(ax, x, rows[4], w, *feed_forward, color=FEED_FORWARD)
+        add2 = _add(ax, x, rows[5])
+        norm2 = _box(ax, x, rows[6], w, "LayerNorm 2", "$(B, L, D)$", color=NORM)
+        out = _box(ax, x, rows[7], 1.5, "output", "$(B, L, D)$")
+        chain = (x_in, attend, add1, norm1, ff, add2, norm2, out)
+        residuals = ((x_in, add1), (norm1, add2))
+    for upper, lower in zip(chain, chain[1:]):
+        _arrow(ax, upper.bottom, lower.top)
+    for source, add in residuals:
+        _residual(ax, source, add, side, add.right)
+
+
+def _residual(ax: Axes, source: _Box, target: _Box, side: float, end: tuple[float, float]) -> None:
+    """A residual line: it leaves the main line just below ``source`` and runs down at ``side`` to ``end``."""
+    branch = source.bottom[1] + 0.12
+    ax.add_patch(Circle((source.x, branch), 0.045, color=INK))
+    _arrow(ax, (source.x, branch), (side, branch), (side, target.y), end)
+
+
+def encoder_blocks() -> Figure:
+    """Post-LN and pre-LN encoder blocks side by side: attention, feed-forward, residual adds, LayerNorms.
+
+    Left, post-LN ``x = LN(x + sublayer(x))``; right, pre-LN ``x = x + sublayer(LN(x))``; every
+    tensor between steps is ``(B, L, D)``. Alt text: ``ENCODER_BLOCKS_ALT``. Shown in the chapters
+    "The transformer encoder block" and "Layer norm placement".
+    """
+    fig, ax = _canvas(7.2, 7.6)
+    for x, norm_first, title, subtitle in (
+        (1.75, False, "post-LN", "original transformer, BERT"),
+        (5.25, True, "pre-LN", "GPT-2 and most since"),
+    ):
+        ax.text(x, 0.25, title, ha="center", va="center", fontsize=TITLE_PT, weight="bold")
+        _note(ax, x, 0.52, subtitle, ha="center")
+        _encoder_column(ax, x, norm_first, 0.78)
+    _note(ax, 0.15, 7.27, "$\\oplus$: add the sublayer's input back (the residual).  A pre-LN stack ends with one\n"
+          "more LayerNorm; in pre-LN, $x$ reaches the output on a path no LayerNorm touches.")
+    return fig
+
+
+def decoder_block() -> Figure:
+    """A post-LN decoder block: causal self-attention, cross-attention over the memory Z, feed-forward.
+
+    The target ``Y (B, L_t, D)`` gives the queries; the encoder's memory ``Z (B, L_s, D)`` the
+    keys and values of cross-attention, whose weights are ``(B, H, L_t, L_s)``.
+    Alt text: ``DECODER_BLOCK_ALT``. Shown in the chapter "Decoder blocks and cross-attention".
+    """
+    fig, ax = _canvas(7.2, 7.95)
+    ax.text(3.6, 0.3, "Decoder block (post-LN)", ha="center", va="center", fontsize=TITLE_PT, weight="bold")
+    x, w, side = 2.75, 3.3, 0.45  # the target's column; residual lines run down the left-hand side
+    rows = _stack(0.7, [0.58] * 8, gap=0.34)
+    target = _box(ax, x, rows[0], 1.9, "target $Y$", "$(B, L_t, D)$")
+    masked = _box(ax, x, rows[1], w, "masked (causal) self-attention",
+                  "mask $C_{ij} = [j \\leq i]$;  $A$: $(B, H, L_t, L_t)$", color=ATTENTION)
+    norm1 = _box(ax, x, rows[2], w, "add & LayerNorm 1", "$(B, L_t, D)$", color=NORM)
+    cross = _box(ax, x, rows[3], w, "cross-attention", "$A$: $(B, H, L_t, L_s)$, no causal mask",
+                 color=ATTENTION)
+    norm2 = _box(ax, x, rows[4], w, "add & LayerNorm 2", "$(B, L_t, D)$", color=NORM)
+    ff = _box(ax, x, rows[5], w, "feed-forward (per position)", "$(B, L_t, d_{ff})$ inside", color=FEED_FORWARD)
+    norm3 = _box(ax, x, rows[6], w, "add & LayerNorm 3", "$(B, L_t, D)$", color=NORM)
+    out = _box(ax, x, rows[7], 1.9, "output", "$(B, L_t, D)$")
+    chain = (target, masked, norm1, cross, norm2, ff, norm3, out)
+    for upper, lower in zip(chain, chain[1:]):
+        _arrow(ax, upper.bottom, lower.top)
+    for source, norm in ((target, norm1), (norm1, norm2), (norm2, norm3)):
+        _residual(ax, source, norm, side, norm.left)
+    _note(ax, x + 0.12, cross.top[1] - 0.11, "$Q$ from the target")
+
+    # The encoder's side: the embedded source, the encoder, its memory Z into cross-attention.
+    right = 5.95
+    source = _box(ax, right, rows[0], 2.0, "embedded source", "$(B, L_s, D)$")
+    encoder = _box(ax, right, rows[1], 2.0, "encoder: $N$ blocks", "$(B, L_s, D)$", color=RESHAPE)
+    memory = _box(ax, right, rows[2], 2.0, "memory $Z$", "$(B, L_s, D)$")
+    _arrow(ax, source.bottom, encoder.top)
+    _arrow(ax, encoder.bottom, memory.top)
+    _arrow(ax, memory.bottom, (right, cross.y), cross.right)
+    _note(ax, right + 0.1, (memory.bottom[1] + cross.y) / 2, "$K$, $V$ from $Z$")
+    _note(ax, 4.6, rows[5], "Pre-LN moves each\nLayerNorm in front of\nits sublayer, as in\nthe encoder.")
+    return fig
