@@ -41,7 +41,7 @@ def test_built_distribution_passes_every_check(dist):
 def test_every_module_is_in_the_wheel(dist):
     wheel, _ = _archives(dist)
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert check_dist.source_modules() <= names
+    assert check_dist.source_modules() | check_dist.package_data() <= names
     assert not [n for n in names if n.startswith("tests/") or "__pycache__" in n or n.endswith(".ipynb")]
 
 
@@ -53,7 +53,7 @@ def test_a_wheel_without_a_subpackage_is_caught(dist, tmp_path):
         for item in src.infolist():
             if not item.filename.startswith("lessons_src/checks/"):
                 dst.writestr(item, src.read(item))
-    problems = check_dist.wheel_problems(broken, check_dist.source_modules(), check_dist.version())
+    problems = check_dist.wheel_problems(broken, check_dist.source_modules() | check_dist.package_data(), check_dist.version())
     assert len(problems) == 1 and "missing modules" in problems[0] and "lessons_src/checks/_result.py" in problems[0]
 
 
@@ -69,7 +69,7 @@ def test_debris_in_the_sdist_is_caught(dist, tmp_path):
             info = tarfile.TarInfo(top + name)
             info.size = len(data)
             dst.addfile(info, io.BytesIO(data))
-    problems = check_dist.sdist_problems(broken, check_dist.source_modules(), check_dist.version())
+    problems = check_dist.sdist_problems(broken, check_dist.source_modules() | check_dist.package_data(), check_dist.version())
     assert len(problems) == 1 and "tests/test_attention.py" in problems[0] and ".pyc" in problems[0]
 
 
