@@ -119,11 +119,21 @@ def test_the_time_limit_stops_a_loop_in_the_main_thread():
 def test_the_time_limit_outside_the_main_thread_stops_waiting():
     import threading
 
+    stop = threading.Event()
+
+    def spin(*args):
+        """Loops like a learner that never returns, until the test lets it go: a thread left
+        spinning would hold the GIL for the rest of the test session and slow every test after it."""
+        while not stop.is_set():
+            pass
+
     box = {}
-    thread = threading.Thread(target=lambda: box.update(out=call_limited(_forever, (), {}, 0.2)))
+    thread = threading.Thread(target=lambda: box.update(out=call_limited(spin, (), {}, 0.2)))
     thread.start()
     thread.join(5)
+    stop.set()
     assert box["out"][0] == "timeout"
+    assert not any(t.name == "learner-call" and t.is_alive() for t in threading.enumerate() if t.join(2) or True)
     box.clear()
     thread = threading.Thread(target=lambda: box.update(out=call_limited(torch.ones, (2,), {}, 1.0)))
     thread.start()
