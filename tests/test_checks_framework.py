@@ -133,7 +133,10 @@ def test_the_time_limit_outside_the_main_thread_stops_waiting():
     thread.join(5)
     stop.set()
     assert box["out"][0] == "timeout"
-    assert not any(t.name == "learner-call" and t.is_alive() for t in threading.enumerate() if t.join(2) or True)
+    learners = [t for t in threading.enumerate() if t.name == "learner-call"]
+    for learner in learners:
+        learner.join(2)
+    assert not any(learner.is_alive() for learner in learners), "the learner's thread is still running"
     box.clear()
     thread = threading.Thread(target=lambda: box.update(out=call_limited(torch.ones, (2,), {}, 1.0)))
     thread.start()
