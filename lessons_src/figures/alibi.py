@@ -64,5 +64,7 @@ def bias_explorer(num_heads: int = 8, lengths: tuple[int, ...] = (16, 32, 64), s
         fig, update,
         [Slider("head", list(range(num_heads)), label="head", initial=start_head),
          Slider("seq_len", list(lengths), label="length L", initial=longest)],
+        # The length changes the limits and ticks: one background per length; the head only the artists.
+        animated=[image, matrix_title, *lines, lines_title], background_sliders=["seq_len"],
         alt=ALT, dpi=DPI,
     )
