@@ -123,6 +123,13 @@ def sequence(x: Tensor, name: str, d_model: int, where: str, weight: Tensor | No
         )
 
 
+def tokens(t: object, where: str) -> None:
+    """``t`` is an int64 tensor of token ids ``(B, L)``."""
+    if not isinstance(t, Tensor) or t.dim() != 2 or t.dtype != torch.long:
+        raise ValueError(f"{where}: tokens must be an int64 tensor (B, L), got "
+                         f"{getattr(t, 'dtype', type(t).__name__)} {tuple(getattr(t, 'shape', ()))}")
+
+
 def same_batch(where: str, **tensors: Tensor) -> None:
     """Every tensor has the same batch size B (dim 0)."""
     if len({t.size(0) for t in tensors.values()}) > 1:

@@ -111,9 +111,7 @@ class LanguageModel(nn.Module):
         self.read_out = nn.Linear(d_model, vocab_size)
 
     def forward(self, tokens: Tensor, return_weights: bool = False) -> Tensor | tuple[Tensor, list[Tensor]]:
-        if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.dtype != torch.long:
-            raise ValueError(f"LanguageModel: tokens must be an int64 tensor (B, L), got "
-                             f"{getattr(tokens, 'dtype', type(tokens).__name__)} {tuple(getattr(tokens, 'shape', ()))}")
+        check.tokens(tokens, "LanguageModel")
         length = tokens.size(1)
         if length > self.max_len:
             raise ValueError(f"LanguageModel: {length} tokens, more than max_len={self.max_len}; "

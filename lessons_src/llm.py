@@ -288,9 +288,7 @@ class DecoderLM(nn.Module):
 
     def forward(self, tokens: Tensor, caches: list[KVCache] | None = None) -> Tensor:
         c = self.config
-        if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.dtype != torch.long:
-            raise ValueError(f"DecoderLM: tokens must be an int64 tensor (B, L), got "
-                             f"{getattr(tokens, 'dtype', type(tokens).__name__)} {tuple(getattr(tokens, 'shape', ()))}")
+        check.tokens(tokens, "DecoderLM")
         if caches is not None and len(caches) != c.num_layers:
             raise ValueError(f"DecoderLM: {len(caches)} caches for {c.num_layers} layers; give one KVCache per layer")
         past = 0 if caches is None else caches[0].seq_len

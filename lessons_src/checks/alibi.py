@@ -9,13 +9,12 @@ hidden in use. The mistakes are the table :data:`MISTAKES`, built on the framewo
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
-from ..alibi import alibi_bias
+from ..alibi import alibi_bias, alibi_slopes
 from ..masks import causal_mask
 from ._framework import Case, Mistake, Session, done, passed, run_check
 from ._result import CheckResult
@@ -63,10 +62,7 @@ def _powers(n: int) -> list[float]:
 
 
 def _paper(n: int) -> list[float]:
-    if n & (n - 1) == 0:
-        return _powers(n)
-    below = 2 ** math.floor(math.log2(n))
-    return _powers(below) + _powers(2 * below)[0::2][: n - below]
+    return alibi_slopes(n).tolist()
 
 
 def _bias(slopes: Callable[[int], list[float]] = _paper, sign: float = -1.0, top_left: bool = False
