@@ -609,6 +609,9 @@ def _describe(value: object) -> str:
 
 
 def _expected_got(outputs: Sequence[str], items: Sequence[object], wanted: Sequence[object]) -> list[str]:
+    """The line "expected <types and shapes>; got <...>", or nothing when the two read the same."""
+    if all(_describe(g) == _describe(w) for g, w in zip(items, wanted, strict=True)):
+        return []
     return [f"expected {', '.join(f'{n} {_describe(w)}' for n, w in zip(outputs, wanted, strict=True))}; "
             f"got {', '.join(f'{n} {_describe(g)}' for n, g in zip(outputs, items, strict=True))}"]
 

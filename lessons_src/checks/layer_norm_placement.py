@@ -18,10 +18,13 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ._framework import Case, Session, as_number, done, judge, passed
+import torch
+from torch import Tensor
+
+from ._framework import Case, Mistake, Session, as_number, done, judge, passed
 from ._result import CheckResult
 
-__all__ = ["check_warmup_lr", "reference_warmup_lr"]
+__all__ = ["check_warmup_lr", "reference_warmup_lr", "MISTAKES"]
 
 NAME = "check_warmup_lr"
 
@@ -33,7 +36,9 @@ def reference_warmup_lr(step: int, base_lr: float, warmup_steps: int) -> float:
 
 
 @dataclass(frozen=True)
-class _Case:
+class _Schedule:
+    """One schedule the check runs: ``base_lr``, ``warmup_steps`` and the steps it asks for."""
+
     base_lr: float
     warmup_steps: int
     steps: tuple[int, ...]
@@ -43,117 +48,162 @@ class _Case:
         what = "no warm-up" if self.warmup_steps == 1 else f"warmup_steps={self.warmup_steps}"
         return f"base_lr={self.base_lr:g}, {what}"
 
+    def case(self) -> Case:
+        return Case(self.description, {"base_lr": self.base_lr, "warmup_steps": self.warmup_steps},
+                    info={"b": self.base_lr, "w": self.warmup_steps, "steps": self.steps})
 
-def _cases() -> list[_Case]:
+
+def _schedules() -> list[_Schedule]:
     return [
-        _Case(0.01, 10, tuple(range(60))),  # every step through warm-up, peak and decay
-        _Case(1e-3, 4000, (0, 1, 1999, 3998, 3999, 4000, 4001, 15999, 16000, 99_999)),  # the paper's warm-up
-        _Case(2.0, 3, tuple(range(25))),  # base_lr above 1: a multiplier and a rate differ
-        _Case(0.5, 1, tuple(range(10))),  # warmup_steps=1: no warm-up, decay from the start
+        _Schedule(0.01, 10, tuple(range(60))),  # every step through warm-up, peak and decay
+        _Schedule(1e-3, 4000, (0, 1, 1999, 3998, 3999, 4000, 4001, 15999, 16000, 99_999)),  # the paper's warm-up
+        _Schedule(2.0, 3, tuple(range(25))),  # base_lr above 1: a multiplier and a rate differ
+        _Schedule(0.5, 1, tuple(range(10))),  # warmup_steps=1: no warm-up, decay from the start
     ]
 
 
-@dataclass(frozen=True)
-class _Point:
-    case: _Case
-    step: int
-    got: float
-    expected: float
-
-    @property
-    def w(self) -> int:
-        return self.case.warmup_steps
-
-    @property
-    def b(self) -> float:
-        return self.case.base_lr
+def _schedule(formula: Callable[[int, float, int], float], case: Case) -> Tensor:
+    """``formula`` over the case's steps, as a float64 tensor (what the learner's values are collected into)."""
+    return torch.tensor([formula(s, case.info["b"], case.info["w"]) for s in case.info["steps"]], dtype=torch.float64)
 
 
-def _same(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
+def _reference_schedule(base_lr: float, warmup_steps: int, steps: Sequence[int]) -> Tensor:
+    return torch.tensor([reference_warmup_lr(s, base_lr, warmup_steps) for s in steps], dtype=torch.float64)
 
 
-def _matches(points: Sequence[_Point], formula: Callable[[int, float, int], float]) -> bool:
-    return all(_same(p.got, formula(p.step, p.b, p.w)) for p in points)
+# -- the known mistakes: predicates on one whole schedule ---------------------------------------------------
+
+_FORMULA = "base_lr * min((step + 1) / warmup_steps, math.sqrt(warmup_steps / (step + 1)))"
 
 
-def _diagnose(points: list[_Point]) -> tuple[str, str]:
-    """Name the mistake behind a wrong schedule: (what is wrong, how to fix it)."""
-    formula = "base_lr * min((step + 1) / warmup_steps, math.sqrt(warmup_steps / (step + 1)))"
-    warm = [p for p in points if p.step < p.w - 1]  # strictly inside the warm-up
-    peak = [p for p in points if p.step == p.w - 1]  # the last warm-up step: lr = base_lr
-    decay = [p for p in points if p.step >= p.w]
-    with_warmup = [p for p in points if p.w > 1]
+def _close(a: Tensor, b: Tensor) -> Tensor:
+    return torch.isclose(a, b, rtol=1e-6, atol=1e-12)
 
-    if _matches(points, lambda s, b, w: reference_warmup_lr(s, 1.0, w)):
-        return ("your function returns the multiplier of the learning rate, not the rate: it ignores base_lr",
-                "multiply by base_lr (with base_lr=2.0 the peak must be 2.0). To use the schedule with "
-                "LambdaLR, which wants a multiplier, call it with base_lr=1.0.")
-    if all(_same(p.got, p.expected) for p in with_warmup):
-        bad = next(p for p in points if not _same(p.got, p.expected))
-        return (f"warmup_steps=1 (no warm-up) is handled differently: at step {bad.step} you give "
-                f"{bad.got:.6g}, expected {bad.expected:.6g}",
-                "no special case is needed: with warmup_steps=1 the formula gives base_lr at step 0 and "
-                "decays from step 1, like base_lr / sqrt(step + 1).")
 
-    if warm and all(p.got == 0.0 for p in warm) and all(_same(p.got, p.b) for p in peak):
-        return ("integer division: the learning rate is 0 for the whole warm-up, then jumps to base_lr",
-                "`(step + 1) // warmup_steps` rounds down to 0; divide with `/`, which gives a fraction.")
-    zero_start = [p for p in points if p.step == 0 and p.got == 0.0]
-    if zero_start:
-        return ("step 0 gets a learning rate of 0, so the first update does nothing (and the peak comes a "
-                "step late): steps are counted from 1 instead of 0",
-                "the first update is step 0 (LambdaLR counts that way); use `step + 1` in the warm-up, "
-                "(step + 1) / warmup_steps, and in the decay.")
-    if warm and _matches(warm, lambda s, b, w: b * math.sqrt((s + 1) / w)):
-        return ("the warm-up is not linear: it rises like sqrt((step + 1) / warmup_steps)",
-                "during the warm-up the rate is base_lr * (step + 1) / warmup_steps, a straight line.")
-    wrong_warm = [p for p in warm + peak if not _same(p.got, p.expected)]
-    if wrong_warm:
-        p = wrong_warm[0]
-        return (f"the warm-up is wrong: at step {p.step} ({p.case.description}) you give {p.got:.6g}, "
-                f"expected {p.expected:.6g}",
-                "during the warm-up the rate rises linearly from base_lr / warmup_steps at step 0 to "
-                f"base_lr at step warmup_steps - 1: {formula}.")
+def _parts(case: Case, got: Tensor) -> dict[str, Tensor]:
+    """Boolean selections of the case's steps: inside the warm-up, its last step (the peak), the decay."""
+    steps, w = torch.tensor(case.info["steps"]), case.info["w"]
+    return {"warm": steps < w - 1, "peak": steps == w - 1, "decay": steps >= w, "all": torch.ones_like(steps, dtype=torch.bool)}
 
-    # The warm-up and its peak are right; what follows is not.
-    if _matches(decay, lambda s, b, w: b * (s + 1) / w):
-        return ("the warm-up never ends: the learning rate keeps growing past base_lr",
-                "take the smaller of the warm-up and the decay, min((step + 1) / warmup_steps, "
-                "sqrt(warmup_steps / (step + 1))), so the rate peaks at base_lr and then falls.")
-    if _matches(decay, lambda s, b, w: b):
-        return ("the learning rate never decays: after the warm-up it stays at base_lr",
-                "after the warm-up the rate falls like base_lr * sqrt(warmup_steps / (step + 1)).")
-    if _matches(decay, lambda s, b, w: b * math.sqrt(w / s)):
-        return ("the decay is one step late: it uses sqrt(warmup_steps / step), so step warmup_steps "
-                "repeats the peak",
-                "count from 1 in the decay too: sqrt(warmup_steps / (step + 1)).")
-    if _matches(decay, lambda s, b, w: b * w / (s + 1)):
-        return ("the decay is too fast: it falls like 1 / step, not 1 / sqrt(step)",
-                "take the square root: base_lr * math.sqrt(warmup_steps / (step + 1)).")
-    if _matches(decay, lambda s, b, w: b / math.sqrt(s + 1)) or _matches(decay, lambda s, b, w: b / math.sqrt(s)):
-        first = next(p for p in decay if p.w > 1)  # the first step after a warm-up
-        return (f"the decay does not continue from the peak: it forgets warmup_steps, so at the end of the "
-                f"warm-up the rate drops from base_lr = {first.b:g} to {first.got:.6g} in one step "
-                f"({first.case.description}, step {first.step})",
-                "scale the decay so it equals base_lr at step warmup_steps - 1: "
-                "base_lr * sqrt(warmup_steps / (step + 1)).")
-    if _matches(decay, lambda s, b, w: b / math.sqrt(s - w + 2)) or _matches(decay, lambda s, b, w: b / math.sqrt(s - w + 1)):
-        return ("the decay starts at the wrong step: it restarts from 1 at the end of the warm-up "
-                "(base_lr / sqrt(step - warmup_steps + ...)) and so falls much faster than the schedule",
-                "the decay is counted from the start of training, not from the end of the warm-up: "
-                "base_lr * sqrt(warmup_steps / (step + 1)).")
-    over = [p for p in decay if p.got > p.b * (1 + 1e-6)]
-    if over:
-        p = over[0]
-        return (f"the warm-up ends a step late: at step {p.step} ({p.case.description}) the rate is "
-                f"{p.got:.6g}, above base_lr, before it decays",
-                "the warm-up's last step is warmup_steps - 1, where (step + 1) / warmup_steps = 1; switch to "
-                "the decay after it (`step < warmup_steps`, not `<=`), or take the min of the two.")
-    p = next(p for p in decay if not _same(p.got, p.expected))
-    return (f"the decay is wrong: at step {p.step} ({p.case.description}) you give {p.got:.6g}, "
-            f"expected {p.expected:.6g}",
-            f"after the warm-up the rate is base_lr * sqrt(warmup_steps / (step + 1)); all together: {formula}.")
+
+def _fits(formula: Callable[[int, float, int], float], part: str = "all") -> Callable[[Case, object], bool]:
+    """A predicate: on the steps of ``part`` that the case has, the learner's schedule is ``formula``'s."""
+
+    def predicate(case: Case, got: object) -> bool:
+        where = _parts(case, got)[part]
+        steps = [s for s, inside in zip(case.info["steps"], where.tolist(), strict=True) if inside]
+        wanted = torch.tensor([formula(s, case.info["b"], case.info["w"]) for s in steps], dtype=torch.float64)
+        return bool(steps) and bool(_close(got[where], wanted).all())  # only there: a decay formula fails at step 0
+
+    return predicate
+
+
+def _warmup_right(case: Case, got: Tensor) -> bool:
+    """The warm-up and its peak are right (the mistake is in what follows)."""
+    parts, expected = _parts(case, got), _schedule(reference_warmup_lr, case)
+    upto = parts["warm"] | parts["peak"]
+    return bool(_close(got[upto], expected[upto]).all())
+
+
+def _first_wrong(part: str) -> Callable[[Case, object], dict[str, object] | None]:
+    """A predicate for "the <part> is wrong": the first wrong step of that part, as fields for the feedback."""
+
+    def predicate(case: Case, got: object) -> dict[str, object] | None:
+        parts, expected = _parts(case, got), _schedule(reference_warmup_lr, case)
+        where = parts[part] if part == "decay" else parts["warm"] | parts["peak"]
+        wrong = where & ~_close(got, expected)
+        if not wrong.any():
+            return None
+        i = int(wrong.nonzero()[0])
+        return {"step": case.info["steps"][i], "got": f"{float(got[i]):.6g}", "expected": f"{float(expected[i]):.6g}"}
+
+    return predicate
+
+
+def _integer_division(case: Case, got: Tensor) -> bool:
+    parts = _parts(case, got)
+    return (bool(parts["warm"].any()) and bool((got[parts["warm"]] == 0).all())
+            and bool(_close(got[parts["peak"]], torch.full_like(got[parts["peak"]], case.info["b"])).all()))
+
+
+def _zero_at_step_0(case: Case, got: Tensor) -> bool:
+    return case.info["steps"][0] == 0 and float(got[0]) == 0.0
+
+
+def _forgets_warmup(case: Case, got: Tensor) -> dict[str, object] | None:
+    if not (_fits(lambda s, b, w: b / math.sqrt(s + 1), "decay")(case, got)
+            or _fits(lambda s, b, w: b / math.sqrt(s), "decay")(case, got)):
+        return None
+    first = int(_parts(case, got)["decay"].nonzero()[0])
+    return {"first": f"{float(got[first]):.6g}", "step": case.info["steps"][first]}
+
+
+def _over_peak(case: Case, got: Tensor) -> dict[str, object] | None:
+    decay = _parts(case, got)["decay"]
+    over = decay & (got > case.info["b"] * (1 + 1e-6))
+    if not over.any():
+        return None
+    i = int(over.nonzero()[0])
+    return {"step": case.info["steps"][i], "got": f"{float(got[i]):.6g}"}
+
+
+def _always(case: Case, got: object) -> dict[str, object] | None:
+    return _first_wrong("decay")(case, got) or _first_wrong("warm")(case, got)
+
+
+#: Tried in order on the first schedule that differs; the earlier schedules were right.
+MISTAKES = [
+    Mistake("warmup_steps=1 (no warm-up) is handled differently: at step {step} you give {got}, expected {expected}",
+            "no special case is needed: with warmup_steps=1 the formula gives base_lr at step 0 and decays from "
+            "step 1, like base_lr / sqrt(step + 1).", looks_like=_always, when=lambda c: c.info["w"] == 1),
+    Mistake("your function returns the multiplier of the learning rate, not the rate: it ignores base_lr",
+            "multiply by base_lr (with base_lr=2.0 the peak must be 2.0). To use the schedule with LambdaLR, "
+            "which wants a multiplier, call it with base_lr=1.0.",
+            looks_like=_fits(lambda s, b, w: reference_warmup_lr(s, 1.0, w))),
+    Mistake("integer division: the learning rate is 0 for the whole warm-up, then jumps to base_lr",
+            "`(step + 1) // warmup_steps` rounds down to 0; divide with `/`, which gives a fraction.",
+            looks_like=_integer_division),
+    Mistake("step 0 gets a learning rate of 0, so the first update does nothing (and the peak comes a step late): "
+            "steps are counted from 1 instead of 0",
+            "the first update is step 0 (LambdaLR counts that way): the number of updates made so far is "
+            "step + 1, in the warm-up and in the decay.", looks_like=_zero_at_step_0),
+    Mistake("the warm-up is not linear: it rises like sqrt((step + 1) / warmup_steps)",
+            "during the warm-up the rate is base_lr * (step + 1) / warmup_steps, a straight line.",
+            looks_like=_fits(lambda s, b, w: b * math.sqrt((s + 1) / w), "warm")),
+    Mistake("the warm-up is wrong: at step {step} you give {got}, expected {expected}",
+            "during the warm-up the rate rises linearly from base_lr / warmup_steps at step 0 to base_lr at step "
+            f"warmup_steps - 1: {_FORMULA}.", looks_like=_first_wrong("warm")),
+    # From here on the warm-up and its peak are right (the mistake above caught the rest).
+    Mistake("the warm-up never ends: the learning rate keeps growing past base_lr",
+            "take the smaller of the warm-up and the decay, min((step + 1) / warmup_steps, sqrt(warmup_steps / "
+            "(step + 1))), so the rate peaks at base_lr and then falls.",
+            looks_like=_fits(lambda s, b, w: b * (s + 1) / w, "decay")),
+    Mistake("the learning rate never decays: after the warm-up it stays at base_lr",
+            "after the warm-up the rate falls like base_lr * sqrt(warmup_steps / (step + 1)).",
+            looks_like=_fits(lambda s, b, w: b, "decay")),
+    Mistake("the decay is one step late: it uses sqrt(warmup_steps / step), so step warmup_steps repeats the peak",
+            "count the updates in the decay too: step + 1 of them have been made at step `step`.",
+            looks_like=_fits(lambda s, b, w: b * math.sqrt(w / s), "decay")),
+    Mistake("the decay is too fast: it falls like 1 / step, not 1 / sqrt(step)",
+            "the decay is an inverse *square root*: compare your decay at step 4 * warmup_steps - 1 with base_lr / 2.",
+            looks_like=_fits(lambda s, b, w: b * w / (s + 1), "decay")),
+    Mistake("the decay does not continue from the peak: it forgets warmup_steps, so at the end of the warm-up the "
+            "rate drops from base_lr = {b:g} to {first} in one step (step {step})",
+            "scale the decay so it equals base_lr at step warmup_steps - 1: base_lr * sqrt(warmup_steps / (step + 1)).",
+            looks_like=_forgets_warmup),
+    Mistake("the decay starts at the wrong step: it restarts from 1 at the end of the warm-up "
+            "(base_lr / sqrt(step - warmup_steps + ...)) and so falls much faster than the schedule",
+            "the decay is counted from the start of training, not from the end of the warm-up: "
+            "base_lr * sqrt(warmup_steps / (step + 1)).",
+            looks_like=lambda c, g: (_fits(lambda s, b, w: b / math.sqrt(s - w + 2), "decay")(c, g)
+                                     or _fits(lambda s, b, w: b / math.sqrt(s - w + 1), "decay")(c, g))),
+    Mistake("the warm-up ends a step late: at step {step} the rate is {got}, above base_lr, before it decays",
+            "the warm-up's last step is warmup_steps - 1, where (step + 1) / warmup_steps = 1; switch to the decay "
+            "after it (`step < warmup_steps`, not `<=`), or take the min of the two.", looks_like=_over_peak),
+    Mistake("the decay is wrong: at step {step} you give {got}, expected {expected}",
+            f"after the warm-up the rate is base_lr * sqrt(warmup_steps / (step + 1)); all together: {_FORMULA}.",
+            looks_like=_first_wrong("decay")),
+]
 
 
 _HINTS = [(r"^ZeroDivisionError", "steps are counted from 0, so at step 0 `warmup_steps / step` divides by zero: use "
@@ -165,37 +215,43 @@ def check_warmup_lr(fn: Callable[[int, float, int], float]) -> CheckResult:
     """Check a learner's ``warmup_lr(step, base_lr, warmup_steps) -> float`` (exercise 7).
 
     Runs four schedules (a short warm-up step by step, the paper's 4000-step warm-up, a
-    ``base_lr`` above 1, and ``warmup_steps=1``) against :func:`reference_warmup_lr`, and names
-    the mistake when a value differs. Built on ``_framework.py``: each value is called and judged
-    as a number (type, finiteness) by the framework; the mistake is then read off the whole
-    schedule (:func:`_diagnose`), since most slips show only across steps.
+    ``base_lr`` above 1, and ``warmup_steps=1``) against :func:`reference_warmup_lr`. Each step is
+    one call, judged as a number by the framework (type, finiteness); the values of one schedule
+    are then judged together against :data:`MISTAKES`, since most slips show only across steps.
     """
     session = Session(NAME, _HINTS)
-    cases = _cases()
-    points: list[_Point] = []
-    for number, case in enumerate(cases, start=1):
-        for step in case.steps:
-            where = f"case {number}/{len(cases)}: {case.description}, step {step}"
-            value, failure = session.call(where, fn, {"step": step, "base_lr": case.base_lr,
-                                                      "warmup_steps": case.warmup_steps})
+    schedules = _schedules()
+    for number, schedule in enumerate(schedules, start=1):
+        case = schedule.case()
+        values = []
+        for step in schedule.steps:
+            where = f"case {number}/{len(schedules)}: {schedule.description}, step {step}"
+            value, failure = session.call(where, fn, {"step": step, **case.args})
             if failure is not None:
                 return done(failure)
-            expected = reference_warmup_lr(step, case.base_lr, case.warmup_steps)
             got = as_number(value)
-            if got is None or not math.isfinite(got):  # the framework names a wrong type or a NaN/inf
-                failure = judge(session, where, Case(where, {}), value, expected, ("the learning rate",), tol=0.0)
+            if got is None or not math.isfinite(got):  # the framework names a wrong type; NaN and inf here
+                failure = judge(session, where, Case(where, {}), value, reference_warmup_lr(step, **case.args),
+                                ("the learning rate",), tol=0.0)
                 if got is not None:
                     failure = session.fail(f"returned {got}, expected a finite number ({where})",
                                            "the learning rate must be a finite number; look for a division by zero "
                                            "or a square root of a negative number.")
                 return done(failure)
-            points.append(_Point(case, step, got, expected))
-
-    if all(_same(p.got, p.expected) for p in points):
-        return done(passed(session, f"all {len(points)} learning rates in {len(cases)} schedules match "
-                                    "(short and long warm-ups, base_lr above 1, no warm-up)"))
-    what, fix = _diagnose(points)
-    first = next(p for p in points if not _same(p.got, p.expected))
-    details = [f"first difference: {first.case.description}, step {first.step}: "
-               f"you give {first.got:.6g}, expected {first.expected:.6g}"]
-    return done(session.fail(what, fix, details))
+            values.append(got)
+        where = f"case {number}/{len(schedules)}: {schedule.description}"
+        got_schedule = torch.tensor(values, dtype=torch.float64)
+        expected = _reference_schedule(schedule.base_lr, schedule.warmup_steps, schedule.steps)
+        failure = judge(session, where, case, got_schedule, expected, ("the learning rates",), MISTAKES, tol=1e-6)
+        if failure is not None:
+            wrong = ~_close(got_schedule, expected)
+            i = int(wrong.nonzero()[0])
+            failure.details = [f"first difference: step {schedule.steps[i]}: you give {values[i]:.6g}, "
+                               f"expected {float(expected[i]):.6g}",
+                               *(d for d in failure.details[1:] if not d.startswith("expected the learning rates"))]
+            if number > 1:
+                failure.details.append("case 1 passed" if number == 2 else f"cases 1-{number - 1} passed")
+            return done(failure)
+    total = sum(len(s.steps) for s in schedules)
+    return done(passed(session, f"all {total} learning rates in {len(schedules)} schedules match "
+                                "(short and long warm-ups, base_lr above 1, no warm-up)"))
