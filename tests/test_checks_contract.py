@@ -71,6 +71,7 @@ REGISTRY = {
     "check_next_token_probs": Entry(REFERENCES["check_next_token_probs"], (True,)),
     "check_induction_score": Entry(REFERENCES["check_induction_score"], (True,)),
     "check_rms_norm": Entry(REFERENCES["check_rms_norm"], (True,)),
+    "check_swiglu": Entry(REFERENCES["check_swiglu"], (True,)),
 }
 
 #: (check, which learner) for every learner of every registered check.

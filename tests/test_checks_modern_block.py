@@ -2,10 +2,12 @@
 differently and the usual slips, each of which the check must name."""
 
 import torch
+import torch.nn.functional as F
 from checks_learners import REFERENCES, add
 from torch import nn
 
-from lessons_src.checks import check_rms_norm
+from lessons_src import SwiGLU
+from lessons_src.checks import check_rms_norm, check_swiglu
 
 CHECK = "check_rms_norm"
 
@@ -80,3 +82,95 @@ def no_keepdim(x, weight, eps=1e-6):
 
 def test_the_reference_and_the_module_pass():
     assert check_rms_norm(reference)
+
+
+# -- part 2: SwiGLU ------------------------------------------------------------------------------------
+
+SWIGLU = "check_swiglu"
+
+
+def swiglu_reference(x, w_gate, w_up, w_down):
+    return (F.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+
+
+REFERENCES[SWIGLU] = (swiglu_reference,)
+
+
+@add(SWIGLU)
+def swiglu_by_linear(x, w_gate, w_up, w_down):
+    return F.linear(F.silu(F.linear(x, w_gate)) * F.linear(x, w_up), w_down)
+
+
+@add(SWIGLU)
+def swiglu_fused_gate_up(x, w_gate, w_up, w_down):
+    # Some checkpoints store gate and up as one (2 * hidden, D) matrix: split the result in two.
+    gate, up = (x @ torch.cat([w_gate, w_up]).T).chunk(2, dim=-1)
+    return (gate * torch.sigmoid(gate) * up) @ w_down.T
+
+
+@add(SWIGLU)
+def swiglu_through_the_module(x, w_gate, w_up, w_down):
+    module = SwiGLU(x.size(-1), w_gate.size(0))
+    with torch.no_grad():
+        for linear, w in ((module.gate_proj, w_gate), (module.up_proj, w_up), (module.down_proj, w_down)):
+            linear.weight.copy_(w)
+        return module(x)
+
+
+@add(SWIGLU, mistake="the gate and up projections are swapped")
+def gate_up_swapped(x, w_gate, w_up, w_down):
+    return (F.silu(x @ w_up.T) * (x @ w_gate.T)) @ w_down.T
+
+
+@add(SWIGLU, mistake="SiLU is applied to the product")
+def silu_on_product(x, w_gate, w_up, w_down):
+    return F.silu((x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+
+
+@add(SWIGLU, mistake="after the down projection")
+def silu_after_down(x, w_gate, w_up, w_down):
+    return F.silu(((x @ w_gate.T) * (x @ w_up.T)) @ w_down.T)
+
+
+@add(SWIGLU, mistake="SiLU is applied to both branches")
+def silu_on_both(x, w_gate, w_up, w_down):
+    return (F.silu(x @ w_gate.T) * F.silu(x @ w_up.T)) @ w_down.T
+
+
+@add(SWIGLU, mistake="ReLU instead of SiLU")
+def reglu(x, w_gate, w_up, w_down):
+    return (F.relu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+
+
+@add(SWIGLU, mistake="GELU instead of SiLU")
+def geglu(x, w_gate, w_up, w_down):
+    return (F.gelu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+
+
+@add(SWIGLU, mistake="sigmoid instead of SiLU")
+def glu(x, w_gate, w_up, w_down):
+    return (torch.sigmoid(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+
+
+@add(SWIGLU, mistake="the up branch is missing")
+def no_gate(x, w_gate, w_up, w_down):
+    return F.silu(x @ w_gate.T) @ w_down.T
+
+
+@add(SWIGLU, mistake="added, not multiplied")
+def branches_added(x, w_gate, w_up, w_down):
+    return (F.silu(x @ w_gate.T) + (x @ w_up.T)) @ w_down.T
+
+
+@add(SWIGLU, mistake="a weight is used without its transpose")
+def not_transposed(x, w_gate, w_up, w_down):
+    return (F.silu(x @ w_gate) * (x @ w_up)) @ w_down
+
+
+@add(SWIGLU, mistake="the down projection is missing")
+def hidden_returned(x, w_gate, w_up, w_down):
+    return F.silu(x @ w_gate.T) * (x @ w_up.T)  # the down projection forgotten: (..., hidden)
+
+
+def test_swiglu_reference_equals_the_module():
+    assert check_swiglu(swiglu_through_the_module)

@@ -18,7 +18,7 @@ from .induction_heads import check_induction_score
 from .language_model import check_next_token_probs
 from .layer_norm_placement import check_warmup_lr
 from .masking import check_masks
-from .modern_block import check_rms_norm
+from .modern_block import check_rms_norm, check_swiglu
 from .multi_head_attention import check_multi_head_attention
 from .rotary_embeddings import check_apply_rope
 from .scaling import check_attention_weights
@@ -45,4 +45,5 @@ __all__ = [
     "check_next_token_probs",
     "check_induction_score",
     "check_rms_norm",
+    "check_swiglu",
 ]

@@ -1,9 +1,16 @@
-"""Check for exercise 16 (chapter "From the original block to a modern LLM block"): RMSNorm.
+"""Checks for exercise 16 (chapter "From the original block to a modern LLM block"): RMSNorm and SwiGLU.
 
-The learner writes ``rms_norm(x, weight, eps=1e-6) -> (..., D)``: ``x / sqrt(mean(x²) + eps) * weight``
-over the last dim. The cases vary the leading dims, D, eps (up to 0.5, where eps outside the root
-shows) and x's mean (0 and far from 0, where subtracting the mean shows). The mistakes are the table
-:data:`MISTAKES`, built on the framework (``_framework.py``).
+Part 1, :func:`check_rms_norm`: the learner writes ``rms_norm(x, weight, eps=1e-6) -> (..., D)``,
+``x / sqrt(mean(x²) + eps) * weight`` over the last dim. The cases vary the leading dims, D, eps (up to
+0.5, where eps outside the root shows) and x's mean (0 and far from 0, where subtracting the mean
+shows). The mistakes are the table :data:`MISTAKES`.
+
+Part 2, :func:`check_swiglu`: the learner writes the SwiGLU feed-forward from a checkpoint's three
+weight matrices, stored ``(out, in)`` as ``nn.Linear`` stores them:
+``swiglu(x, w_gate, w_up, w_down) = (silu(x W_gateᵀ) * (x W_upᵀ)) W_downᵀ``. The cases vary D, the hidden
+width and the leading dims; the mistakes (gate and up swapped, SiLU on the product or after the down
+projection, ReLU/GELU/sigmoid instead of SiLU, no gate, a sum instead of a product, ...) are
+:data:`SWIGLU_MISTAKES`. Both are built on the framework (``_framework.py``).
 """
 
 from __future__ import annotations
@@ -11,12 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from ._framework import Case, Mistake, Session, done, passed, run_check
 from ._result import CheckResult
 
-__all__ = ["check_rms_norm"]
+__all__ = ["check_rms_norm", "check_swiglu"]
 
 NAME = "check_rms_norm"
 
@@ -92,3 +100,109 @@ def check_rms_norm(fn: Callable[..., object]) -> CheckResult:
         return done(failure)
     return done(passed(session, f"all {len(cases)} cases match torch.nn.RMSNorm's formula (one vector, rows, "
                                 "a large eps, values around 100)"))
+
+
+# -- part 2: SwiGLU ----------------------------------------------------------------------------------------
+
+SWIGLU = "check_swiglu"
+
+
+def _swiglu_reference(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor) -> Tensor:
+    return F.linear(F.silu(F.linear(x, w_gate)) * F.linear(x, w_up), w_down)
+
+
+def _swiglu_cases() -> list[Case]:
+    g = torch.Generator().manual_seed(1616)
+
+    def case(description: str, leading: tuple[int, ...], d_model: int, d_ff: int) -> Case:
+        x = 1.5 * torch.randn(*leading, d_model, generator=g)  # many negative pre-activations: ReLU, GELU, SiLU differ
+        weights = [torch.randn(d_ff, d_model, generator=g) / d_model**0.5,
+                   torch.randn(d_ff, d_model, generator=g) / d_model**0.5,
+                   torch.randn(d_model, d_ff, generator=g) / d_ff**0.5]
+        return Case(f"{description}: x {tuple(x.shape)}, hidden width {d_ff}",
+                    {"x": x, "w_gate": weights[0], "w_up": weights[1], "w_down": weights[2]})
+
+    return [
+        case("one vector", (), 6, 16),
+        case("a batch of sequences", (2, 5), 8, 24),  # the 8/3 width rule: 8 * 8/3 rounded up
+        case("a wider block", (3,), 12, 32),
+    ]
+
+
+def _ffn(act: Callable[[Tensor], Tensor], gate: str = "gate", on: str = "gate",
+         combine: str = "product") -> Callable[..., Tensor]:
+    """A feed-forward with one slip: which activation, on which branch, combined how."""
+
+    def swiglu(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor) -> Tensor:
+        a, b = F.linear(x, w_gate), F.linear(x, w_up)
+        if gate == "up":
+            a, b = b, a
+        if on == "product":
+            return F.linear(act(a * b), w_down)
+        if on == "down":
+            return act(F.linear(a * b, w_down))
+        if on == "both":
+            return F.linear(act(a) * act(b), w_down)
+        if combine == "sum":
+            return F.linear(act(a) + b, w_down)
+        if combine == "none":
+            return F.linear(act(a), w_down)
+        return F.linear(act(a) * b, w_down)
+
+    return swiglu
+
+
+_SILU = "SiLU (`F.silu`, x * sigmoid(x))"
+
+SWIGLU_MISTAKES = [
+    Mistake("the gate and up projections are swapped: SiLU is applied to the up branch, x W_upᵀ",
+            "SiLU goes on the *gate* branch only: silu(x @ w_gate.T), then multiply by x @ w_up.T. A checkpoint's "
+            "names say which is which; swapping them runs without error and gives other outputs.",
+            _ffn(F.silu, gate="up")),
+    Mistake("SiLU is applied to the product of the two branches, not to the gate branch alone",
+            "apply SiLU to x @ w_gate.T first, then multiply by the up branch: the up branch stays linear.",
+            _ffn(F.silu, on="product")),
+    Mistake("SiLU is applied after the down projection",
+            "the activation acts inside the hidden width, before w_down: silu(gate) * up, then the down projection.",
+            _ffn(F.silu, on="down")),
+    Mistake("SiLU is applied to both branches",
+            "only the gate branch goes through SiLU; the up branch is the plain linear projection x @ w_up.T.",
+            _ffn(F.silu, on="both")),
+    Mistake("ReLU instead of SiLU (that is ReGLU)", f"SwiGLU uses {_SILU}: smooth, and not 0 for negative inputs.",
+            _ffn(F.relu)),
+    Mistake("GELU instead of SiLU (that is GeGLU)", f"SwiGLU uses {_SILU}, not `F.gelu`.", _ffn(F.gelu)),
+    Mistake("sigmoid instead of SiLU (that is the original GLU)",
+            f"SwiGLU uses {_SILU}: x times sigmoid(x), not sigmoid(x) alone.", _ffn(torch.sigmoid)),
+    Mistake("the up branch is missing: there is no gate, only silu(x W_gateᵀ) W_downᵀ",
+            "multiply the activated gate by the up branch, x @ w_up.T, elementwise: that product is the gating.",
+            _ffn(F.silu, combine="none")),
+    Mistake("the down projection is missing: the result has the hidden width {hidden}, not D",
+            "project back to the model width: multiply the gated hidden vector by w_down.T, shape (hidden, D).",
+            looks_like=lambda case, got: isinstance(got, Tensor) and got.shape[:-1] == case.args["x"].shape[:-1]
+            and got.size(-1) == case.args["w_gate"].size(0) and {"hidden": got.size(-1)}),
+    Mistake("the two branches are added, not multiplied",
+            "the gate *multiplies* the up branch elementwise (`*`): each hidden unit is scaled by its gate.",
+            _ffn(F.silu, combine="sum")),
+]
+
+_SWIGLU_HINTS = [
+    (r"mat1 and mat2 shapes cannot be multiplied|size of tensor a \(\d+\) must match|shapes cannot be multiplied",
+     "the weights are stored as nn.Linear stores them, (out, in): w_gate and w_up are (hidden, D), w_down is "
+     "(D, hidden). Multiply by the transpose, `x @ w_gate.T` (or `F.linear(x, w_gate)`).",
+     "a weight is used without its transpose"),
+]
+
+
+def check_swiglu(fn: Callable[..., object]) -> CheckResult:
+    """Check a learner's ``swiglu(x, w_gate, w_up, w_down) -> (..., D)`` (exercise 16, part 2):
+    ``(silu(x W_gateᵀ) * (x W_upᵀ)) W_downᵀ`` with checkpoint-layout weights ``(out, in)``. Three cases;
+    the first failing one is reported, naming the mistake (:data:`SWIGLU_MISTAKES`). Never raises because
+    of the learner's code (under ``LESSONS_SRC_STRICT=1`` a failure raises AssertionError).
+    """
+    session = Session(SWIGLU, _SWIGLU_HINTS)
+    cases = _swiglu_cases()
+    failure = run_check(session, fn, cases, _swiglu_reference, ("output",), SWIGLU_MISTAKES)
+    if failure is not None:
+        return done(failure)
+    return done(passed(session, f"all {len(cases)} cases match SwiGLU, down(silu(gate) * up), with the checkpoint's "
+                                "(out, in) weights (one vector, sequences, a wider block)"))
