@@ -45,6 +45,7 @@ from .language_model import (
     next_token_probs,
     previous_token_score,
     repeated_tokens,
+    windows,
 )
 from .llm import MLP, Attention, DecoderConfig, DecoderLayer, DecoderLM, RMSNorm, SwiGLU, swiglu_width
 from .masks import causal_mask, padding_mask, sliding_window_mask
@@ -100,6 +101,7 @@ __all__ = [
     "next_token_probs",
     "generate",
     "repeated_tokens",
+    "windows",
     "previous_token_score",
     "induction_score",
     "sliding_window_mask",

@@ -27,8 +27,8 @@ from .masks import causal_mask
 from .multihead import MultiHeadAttention
 from .positional import LearnedPositionalEmbedding
 
-__all__ = ["course_text", "CharTokenizer", "LanguageModel", "next_token_probs", "generate", "repeated_tokens",
-           "previous_token_score", "induction_score"]
+__all__ = ["course_text", "CharTokenizer", "windows", "LanguageModel", "next_token_probs", "generate",
+           "repeated_tokens", "previous_token_score", "induction_score"]
 
 
 def course_text() -> str:
@@ -66,6 +66,28 @@ class CharTokenizer:
     def decode(self, tokens: Tensor) -> str:
         """int ``(L,)`` -> the text."""
         return "".join(self.chars[i] for i in tokens.tolist())
+
+
+def windows(source: Tensor, context: int, batch_size: int,
+            generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+    """A batch for next-token training: ``(inputs, targets)``, each int64 ``(batch_size, context)``.
+
+    ``batch_size`` windows of ``context`` tokens start at random places of the 1-D token tensor
+    ``source`` (drawn from ``generator``); the targets are the same windows shifted by one token, so
+    ``targets[b, t]`` is the token that follows ``inputs[b, : t + 1]``. Taught in the chapter "A
+    language model and its heads".
+    """
+    check.positive_int(context, "context", "windows")
+    check.positive_int(batch_size, "batch_size", "windows")
+    if not isinstance(source, Tensor) or source.dim() != 1 or source.dtype != torch.long:
+        raise ValueError(f"windows: source must be a 1-D int64 tensor of token ids, got "
+                         f"{getattr(source, 'dtype', type(source).__name__)} {tuple(getattr(source, 'shape', ()))}")
+    if len(source) < context + 2:
+        raise ValueError(f"windows: source has {len(source)} tokens, too few for windows of context={context} "
+                         f"and their targets (at least context + 2 = {context + 2})")
+    starts = torch.randint(0, len(source) - context - 1, (batch_size,), generator=generator).tolist()
+    return (torch.stack([source[s:s + context] for s in starts]),  # (B, context)
+            torch.stack([source[s + 1:s + context + 1] for s in starts]))  # (B, context), one token later
 
 
 class _AttentionOnlyBlock(nn.Module):

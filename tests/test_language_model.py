@@ -18,6 +18,7 @@ from lessons_src.language_model import (
     next_token_probs,
     previous_token_score,
     repeated_tokens,
+    windows,
 )
 
 TOL = {"atol": 1e-5, "rtol": 1e-5}
@@ -152,3 +153,27 @@ def test_scores_on_weights_with_a_known_answer():
         induction_score(induction, 3)
     with pytest.raises(ValueError, match=r"\(B, H, L, L\)"):
         previous_token_score(torch.zeros(2, 3))
+
+
+def test_windows_are_source_slices_with_targets_one_token_later():
+    source = torch.arange(100)
+    inputs, targets = windows(source, context=7, batch_size=5, generator=torch.Generator().manual_seed(0))
+    assert inputs.shape == targets.shape == (5, 7) and inputs.dtype == torch.long
+    starts = inputs[:, 0]
+    assert torch.equal(inputs, starts[:, None] + torch.arange(7))  # contiguous slices of the source
+    assert torch.equal(targets, inputs + 1)  # the next token of each position
+    assert int(targets.max()) <= 99  # never past the end
+    again, _ = windows(source, 7, 5, torch.Generator().manual_seed(0))
+    assert torch.equal(again, inputs)  # one seed, one batch
+
+
+@pytest.mark.parametrize(("source", "context", "batch_size", "words"), [
+    (torch.arange(100).float(), 7, 5, "1-D int64"),
+    (torch.arange(100).view(10, 10), 7, 5, "1-D int64"),
+    (torch.arange(8), 7, 5, "too few"),
+    (torch.arange(100), 0, 5, "context"),
+    (torch.arange(100), 7, -1, "batch_size"),
+])
+def test_windows_refuses_bad_input_by_name(source, context, batch_size, words):
+    with pytest.raises(ValueError, match=words):
+        windows(source, context, batch_size)
