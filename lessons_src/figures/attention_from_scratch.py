@@ -64,15 +64,17 @@ def steer_query(
     attend = attend or partial(attend_2d, keys=keys, values=values)
 
     colors = sns.color_palette("colorblind", len(tokens))
-    weights, output = attend(start_angle, start_length)
-    query = query_vector(start_angle, start_length)
+    weights, output = (t.detach().cpu().numpy() for t in attend(start_angle, start_length))
+    query = query_vector(start_angle, start_length).numpy()
+    # Matplotlib gets NumPy arrays: handing it tensors works, but warns under NumPy 2.
+    keys_np, values_np = keys.numpy(), values.numpy()
 
     fig = new_figure(8, 3.5)
     ax_keys, ax_weights, ax_values = fig.subplots(1, 3, gridspec_kw={"width_ratios": [1, 1.15, 1]})
 
     # Left: the keys (coloured arrows) and the query (black arrow), in key space.
-    zeros = torch.zeros(len(tokens))
-    key_arrows = ax_keys.quiver(zeros, zeros, keys[:, 0], keys[:, 1], color=colors, angles="xy",
+    zeros = torch.zeros(len(tokens)).numpy()
+    key_arrows = ax_keys.quiver(zeros, zeros, keys_np[:, 0], keys_np[:, 1], color=colors, angles="xy",
                                 scale_units="xy", scale=1, width=0.012, zorder=3)  # over the query
     for token, k, c in zip(tokens, keys, colors):
         ax_keys.text(1.42 * k[0], 1.42 * k[1], token, color=c, ha="center", va="center", fontweight="bold")
@@ -88,7 +90,7 @@ def steer_query(
     ax_weights.spines[["top", "right"]].set_visible(False)
 
     # Right: the values (dots sized by weight) and the output, their weighted average.
-    value_dots = ax_values.scatter(values[:, 0], values[:, 1], s=40 + 400 * weights, c=colors)
+    value_dots = ax_values.scatter(values_np[:, 0], values_np[:, 1], s=40 + 400 * weights, c=colors)
     for token, v, c in zip(tokens, values, colors):
         ax_values.text(v[0], 1.5 * v[1], token, color=c, ha="center", va="center", fontweight="bold")
     output_star = ax_values.scatter([output[0]], [output[1]], marker="*", s=260, c="black", zorder=3)
@@ -97,8 +99,8 @@ def steer_query(
     fig.tight_layout()
 
     def update(angle: float, length: float) -> None:
-        weights, output = attend(angle, length)
-        query = query_vector(angle, length)
+        weights, output = (t.detach().cpu().numpy() for t in attend(angle, length))
+        query = query_vector(angle, length).numpy()
         query_arrow.set_UVC([query[0]], [query[1]])
         for bar, label, w in zip(bars, bar_labels, weights.tolist()):
             bar.set_height(w)

@@ -45,7 +45,7 @@ def cross_attention_explorer(
 
     fig = new_figure(8, 3.5)
     ax_map, ax_mass = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.25]})
-    image = ax_map.imshow(snapshots[start_step][start_layer - 1], cmap="viridis", vmin=0, vmax=1,
+    image = ax_map.imshow(snapshots[start_step][start_layer - 1].detach().cpu().numpy(), cmap="viridis", vmin=0, vmax=1,
                           interpolation="nearest")
     fig.colorbar(image, ax=ax_map, fraction=0.046, pad=0.04, label="weight", ticks=[0, 0.5, 1])
     ax_map.set(xticks=range(seq_len), yticks=range(seq_len), xlabel="source position (key)",
@@ -65,7 +65,7 @@ def cross_attention_explorer(
 
     def update(step: int, layer: int) -> None:
         mass = masses[layer][steps.index(step)]
-        image.set_data(snapshots[step][layer - 1])
+        image.set_data(snapshots[step][layer - 1].detach().cpu().numpy())
         title.set_text(map_title(layer, step, mass))
         step_line.set_xdata([step, step])
         current.set_data([step], [mass])

@@ -42,7 +42,7 @@ def table_explorer(
     ax_table, ax_column, ax_row = fig.subplots(1, 3)
     ticks = [0, 20, 40, 60]
 
-    ax_table.imshow(table, cmap="viridis", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
+    ax_table.imshow(table.numpy(), cmap="viridis", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
     row_line = ax_table.axhline(start_position, color=COLORS[1], lw=2)
     column_line = ax_table.axvline(start_dim, color="black", lw=2)
     # Arrowheads outside the table, visible whatever colour the cells under the lines have.

@@ -92,10 +92,10 @@ def head_explorer(
 
     def update(num_heads: int, head: int) -> None:
         left, note, middle = head_titles(num_heads, head)
-        head_image.set_data(maps[num_heads][head] if head < num_heads else blank)
+        head_image.set_data(maps[num_heads][head].numpy() if head < num_heads else blank)
         head_title.set_text(left)
         missing.set_text(note)
-        average_image.set_data(averages[num_heads])
+        average_image.set_data(averages[num_heads].numpy())
         average_title.set_text(middle)
         per_head, average = entropies[num_heads]
         for h, bar in enumerate(bars):
