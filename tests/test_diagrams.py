@@ -39,9 +39,20 @@ EXPECTED = {
         "$(B, L_t, d_{ff})$ inside", "add & LayerNorm 3", "memory $Z$", "$(B, L_s, D)$", "$Q$ from the target",
         "$K$, $V$ from $Z$", "output",
     ],
+    "original_and_modern_blocks": [
+        "2017 block (post-LN)", "Llama-style block (pre-norm)", "embeddings + sinusoidal positions", "$(B, L, D)$",
+        "masked multi-head self-attention", "with biases;  $A$: $(B, H, L, L)$", "add & LayerNorm",
+        "$\\mathrm{ReLU}(x W_1 + b_1)\\, W_2 + b_2$", "$(B, L, d_{ff})$ inside, $d_{ff} = 4D$", "lm_head",
+        "embed_tokens (no positions added)", "RMSNorm (input_layernorm)", "q_proj, k_proj, v_proj",
+        "$Q$: $(B, H, L, d_k)$;  $K, V$: $(B, H_{kv}, L, d_k)$", "RoPE on $Q$ and $K$ per head, not $V$",
+        "causal self-attention (GQA)", "$H$ query heads share $H_{kv}$ KV heads", "o_proj",
+        "RMSNorm (post_attention_layernorm)", "SwiGLU: gate_proj, up_proj, down_proj",
+        "$(B, L, d_{ff})$ inside, $d_{ff} \\approx 8D/3$", "norm", "final RMSNorm", "$\\times N$ blocks",
+    ],
 }
 ALTS = {"multi_head_attention": diagrams.MULTI_HEAD_ATTENTION_ALT, "encoder_blocks": diagrams.ENCODER_BLOCKS_ALT,
-        "decoder_block": diagrams.DECODER_BLOCK_ALT}
+        "decoder_block": diagrams.DECODER_BLOCK_ALT,
+        "original_and_modern_blocks": diagrams.ORIGINAL_AND_MODERN_BLOCKS_ALT}
 # What the alt text must tell a screen-reader user: the same notation and shapes, in words.
 ALT_MENTIONS = {
     "multi_head_attention": ["(B, L, D)", "(B, H, L_q, d_k)", "(B, H, L_q, L_k)", "softmax", "W_O", "d_k = D / H",
@@ -50,6 +61,10 @@ ALT_MENTIONS = {
                        "LayerNorm 2", "residual", "final LayerNorm", "top to bottom"],
     "decoder_block": ["(B, L_t, D)", "(B, L_s, D)", "(B, H, L_t, L_t)", "(B, H, L_t, L_s)", "memory Z",
                       "C_ij = [j <= i]", "queries", "keys and values", "LayerNorm 3", "top to bottom"],
+    "original_and_modern_blocks": ["2017", "Llama-style", "(B, L, D)", "(B, H, L, d_k)", "(B, H_kv, L, d_k)",
+                                   "(B, L, d_ff)", "sinusoidal", "RMSNorm", "SwiGLU", "RoPE", "not V", "q_proj",
+                                   "o_proj", "gate_proj", "input_layernorm", "post_attention_layernorm", "lm_head",
+                                   "no biases", "N times", "top to bottom"],
 }
 
 

@@ -193,6 +193,22 @@ def _ladder_explorer():
     return modern_block.ladder_explorer(names, curves, {"2017": 2.3, "+ pre-LN": 2.31, "+ RoPE": 2.1})
 
 
+def _shift_scores(shifts, seq_len=5, d_model=8):
+    """One head's (L, L) scores per shift: rotary inside attention, and sinusoidal added to the input."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(seq_len, d_model, generator=g)  # (L, D)
+    w_q, w_k = torch.randn(d_model, d_model, generator=g), torch.randn(d_model, d_model, generator=g)
+    cos, sin = rope_frequencies(d_model, max_len=max(shifts) + seq_len)
+    table = sinusoidal_positional_encoding(max(shifts) + seq_len, d_model)
+    rotary = {s: apply_rope(x @ w_q, cos, sin, s) @ apply_rope(x @ w_k, cos, sin, s).T for s in shifts}
+    added = {s: ((x + table[s:s + seq_len]) @ w_q) @ ((x + table[s:s + seq_len]) @ w_k).T for s in shifts}
+    return rotary, added
+
+
+def _shift_explorer():
+    return modern_block.shift_explorer([0, 3, 10], *_shift_scores([0, 3, 10]))
+
+
 BUILDERS = {
     "attention_from_scratch": _steer_query,
     "scaling": _score_explorer,
@@ -211,16 +227,23 @@ BUILDERS = {
     "induction_heads": _induction_explorer,
     "modern_block": _ladder_explorer,
 }
+# A chapter's further slider figures: name -> (its chapter's module, the name of its alt text, builder).
+MORE_FIGURES = {
+    "modern_block.shift_explorer": ("modern_block", "SHIFT_ALT", _shift_explorer),
+}
 
 
 def _pixels(png: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=int)
 
 
-@pytest.fixture(scope="module", params=sorted(BUILDERS))
+@pytest.fixture(scope="module", params=sorted(BUILDERS) + sorted(MORE_FIGURES))
 def chapter_figure(request):
-    figure = BUILDERS[request.param]()
-    return request.param, figure
+    """(the chapter's module name, the name of the figure's alt text constant, the figure)."""
+    if request.param in BUILDERS:
+        return request.param, "ALT", BUILDERS[request.param]()
+    module, alt, build = MORE_FIGURES[request.param]
+    return module, alt, build()
 
 
 def test_every_chapter_has_a_figure_module_named_after_it():
@@ -235,15 +258,15 @@ def test_every_chapter_has_a_figure_module_named_after_it():
 
 
 def test_figure_has_its_alt_text(chapter_figure):
-    name, figure = chapter_figure
+    name, alt, figure = chapter_figure
     module = globals()[name]
     assert isinstance(figure, InteractiveFigure)
-    assert figure.alt == module.ALT and len(figure.alt) > 100
+    assert figure.alt == getattr(module, alt) and len(figure.alt) > 100
     assert figure.fig.get_dpi() == 80
 
 
 def test_every_frame_renders(chapter_figure):
-    _, figure = chapter_figure
+    *_, figure = chapter_figure
     frames = figure.frames()
     assert len(frames) == math.prod(len(s.values) for s in figure.sliders)
     width, height = figure.fig.canvas.get_width_height()
@@ -253,7 +276,7 @@ def test_every_frame_renders(chapter_figure):
 
 
 def test_moving_each_slider_changes_the_image(chapter_figure):
-    _, figure = chapter_figure
+    *_, figure = chapter_figure
     initial = figure.initial_values()
     first = figure.render()
     for slider in figure.sliders:
@@ -265,7 +288,7 @@ def test_moving_each_slider_changes_the_image(chapter_figure):
 
 def test_blitting_draws_what_a_full_redraw_draws(chapter_figure):
     # The animated artists are drawn over a saved background: the picture must not change.
-    _, figure = chapter_figure
+    *_, figure = chapter_figure
     grid = list(itertools.product(*(s.values for s in figure.sliders)))
     names = [s.name for s in figure.sliders]
     for combo in (grid[0], grid[-1]):
@@ -442,3 +465,27 @@ def test_temperature_explorer_draws_next_token_probs():
     probs = next_token_probs(torch.tensor([2.0, 1.0, 0.5, -1.0, 0.0]), 0.5, 2)
     assert heights == pytest.approx(probs[[0, 1, 2, 4]].tolist())  # the 4 likeliest at T = 1, in order
     assert language_model.shown_char(" ") == "sp" and language_model.shown_char("x") == "x"
+
+
+def test_shift_explorer_shows_each_shifts_scores_and_their_change():
+    shifts = [0, 3, 10]
+    rotary, added = _shift_scores(shifts)
+    rotary_changes = modern_block.largest_changes(shifts, rotary)
+    added_changes = modern_block.largest_changes(shifts, added)
+    assert rotary_changes[0] == 0 and max(rotary_changes.values()) < 1e-4  # rotary: the distance only
+    assert min(added_changes[3], added_changes[10]) > 0.1  # added: every score moves
+    assert added_changes[10] == pytest.approx((added[10] - added[0]).abs().max().item())
+    assert [modern_block.change_label(c) for c in (0.0, 2.4e-7, 1.2345)] == ["0", "2e-07", "1.23"]
+
+    figure = modern_block.shift_explorer(shifts, rotary, added)
+    figure.render(shift=10)
+    left, right = (artist for artist in figure.animated if hasattr(artist, "get_array"))
+    assert np.allclose(left.get_array(), rotary[10].numpy()) and np.allclose(right.get_array(), added[10].numpy())
+    assert left.get_clim() == right.get_clim()  # one colour scale for both panels
+    texts = [artist.get_text() for artist in figure.animated if hasattr(artist, "get_text")]
+    assert texts == [modern_block.change_label(rotary_changes[10]), modern_block.change_label(added_changes[10]),
+                     "10 to 14"]  # the numbers after "largest change from shift 0:" and "positions"
+    with pytest.raises(ValueError, match="no scores for the shifts \\[10\\]"):
+        modern_block.shift_explorer(shifts, {0: rotary[0], 3: rotary[3]}, added)
+    with pytest.raises(ValueError, match="must be \\(L, L\\)"):
+        modern_block.shift_explorer(shifts, rotary, {**added, 3: added[3][:, :4]})

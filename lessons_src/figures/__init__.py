@@ -24,9 +24,12 @@ next to it, tested in ``tests/test_figures.py``. A chapter shows the idea and on
   temperature and top-k
 - ``induction_heads.induction_explorer``: an induction head forming during training
 - ``modern_block.ladder_explorer``: from the 2017 block to a Llama-style one, step by step
+- ``modern_block.shift_explorer``: one head's scores as every position shifts, rotary inside
+  attention against sinusoidal vectors added to the input
 
 Not a chapter's module, so not in ``__all__``: ``diagrams``, the static block diagrams of multi-head
-attention, the post-LN and pre-LN encoder blocks and the decoder block, each a plain ``Figure``
+attention, the post-LN and pre-LN encoder blocks, the decoder block, and the 2017 block beside a
+Llama-style one, each a plain ``Figure``
 with its alt text next to it (``diagrams.MULTI_HEAD_ATTENTION_ALT``, ...)::
 
     from lessons_src.figures import diagrams

@@ -5,6 +5,8 @@
   encoder block" and "Layer norm placement")
 - ``decoder_block``: masked self-attention, cross-attention over the encoder memory Z, feed-forward
   (chapter "Decoder blocks and cross-attention")
+- ``original_and_modern_blocks``: the 2017 decoder-only block and a Llama-style block side by side,
+  with the checkpoint's parameter names (chapter "From the original block to a modern LLM block")
 
 Every box names its operation in the course's notation and the shape of the tensor it returns.
 Data flows from the top down. Colours say what kind of step a box is (blue: a learned linear map,
@@ -37,9 +39,11 @@ __all__ = [
     "MULTI_HEAD_ATTENTION_ALT",
     "ENCODER_BLOCKS_ALT",
     "DECODER_BLOCK_ALT",
+    "ORIGINAL_AND_MODERN_BLOCKS_ALT",
     "multi_head_attention",
     "encoder_blocks",
     "decoder_block",
+    "original_and_modern_blocks",
 ]
 
 #: 110 dpi: a 7.2-inch diagram is 792 px wide, the width of the page's text column.
@@ -90,6 +94,24 @@ DECODER_BLOCK_ALT = (
     "(B, L_t, D); a residual line and LayerNorm 2 follow. Then the feed-forward network, (B, L_t, d_ff) "
     "inside, with a residual line and LayerNorm 3, gives the block's output, (B, L_t, D). A note says that "
     "pre-LN moves each LayerNorm in front of its sublayer, as in the encoder."
+)
+
+ORIGINAL_AND_MODERN_BLOCKS_ALT = (
+    "Two decoder-only language models side by side, read from top to bottom; a dashed frame around each "
+    "block marks what is repeated N times. Left, the 2017 block (post-LN, decoder only): token embeddings "
+    "plus sinusoidal position vectors, shape (B, L, D), go into masked multi-head self-attention with "
+    "biases, whose weights are (B, H, L, L); a residual line adds the input back and LayerNorm normalises "
+    "the sum (add & LayerNorm); then the feed-forward network ReLU(x W_1 + b_1) W_2 + b_2, (B, L, d_ff) "
+    "inside with d_ff = 4D, and a second add & LayerNorm. After the stack, lm_head gives the logits, "
+    "(B, L, |V|). Right, the Llama-style block (pre-norm, no biases): embed_tokens with no positions added, "
+    "(B, L, D); RMSNorm (input_layernorm); the projections q_proj, k_proj and v_proj giving Q of shape "
+    "(B, H, L, d_k) and K and V of shape (B, H_kv, L, d_k); RoPE rotates each head's Q and K by position, "
+    "not V; causal self-attention in which H query heads share H_kv key/value heads (grouped-query "
+    "attention); o_proj back to (B, L, D); a residual add of the block's input. Then RMSNorm "
+    "(post_attention_layernorm), the SwiGLU feed-forward with gate_proj, up_proj and down_proj, "
+    "(B, L, d_ff) inside with d_ff about 8D/3, and a second residual add. After the stack, a final "
+    "RMSNorm (norm) and lm_head, (B, L, |V|). A note says that each difference is one switch of "
+    "DecoderConfig: placement, norm, ffn, positions, num_kv_heads, bias."
 )
 
 
@@ -359,4 +381,89 @@ def decoder_block() -> Figure:
     _arrow(ax, memory.bottom, (right, cross.y), cross.right)
     _note(ax, right + 0.1, (memory.bottom[1] + cross.y) / 2, "$K$, $V$ from $Z$")
     _note(ax, 4.6, rows[5], "Pre-LN moves each\nLayerNorm in front of\nits sublayer, as in\nthe encoder.")
+    return fig
+
+
+def _frame(ax: Axes, left: float, top: float, right: float, bottom: float, label: str, label_at: tuple[float, float],
+           ha: str) -> None:
+    """A dashed frame around one block of a stack, with ``label`` (e.g. "× N blocks") inside it."""
+    ax.add_patch(FancyBboxPatch((left, top), right - left, bottom - top, boxstyle="round,pad=0,rounding_size=0.12",
+                                linewidth=1.0, linestyle=(0, (4, 3)), edgecolor=RESHAPE, facecolor="none"))
+    _note(ax, *label_at, label, ha=ha, color="black")
+
+
+def original_and_modern_blocks() -> Figure:
+    """The 2017 decoder-only block and a Llama-style block side by side, with the checkpoint names.
+
+    Left: sinusoidal positions added to the embeddings, masked multi-head self-attention with
+    biases, post-LN ``add & LayerNorm``, the ReLU feed-forward. Right: pre-norm RMSNorm, q/k/v/o
+    projections without biases, RoPE on each head's Q and K (never V), ``H_kv`` key/value heads,
+    SwiGLU, then a final RMSNorm before ``lm_head``. Alt text: ``ORIGINAL_AND_MODERN_BLOCKS_ALT``.
+    Shown in the chapter "From the original block to a modern LLM block".
+    """
+    fig, ax = _canvas(7.2, 8.4)
+    box, add, gap = 0.56, 0.28, 0.17
+
+    # Left: the 2017 block, decoder only, post-LN; residual lines down the left-hand side.
+    x, w, side = 1.9, 2.9, 0.2
+    ax.text(x, 0.22, "2017 block (post-LN)", ha="center", va="center", fontsize=TITLE_PT, weight="bold")
+    _note(ax, x, 0.48, "Vaswani et al., decoder only", ha="center")
+    rows = _stack(0.72, [box] * 6, gap=gap + 0.05)
+    rows[1:] = [y + 0.12 for y in rows[1:]]  # room for the block's frame
+    rows[5] += 0.3  # and for its label
+    embed = _box(ax, x, rows[0], w, "embeddings + sinusoidal positions", "$(B, L, D)$", color=LINEAR)
+    attend = _box(ax, x, rows[1], w, "masked multi-head self-attention", "with biases;  $A$: $(B, H, L, L)$",
+                  color=ATTENTION)
+    norm1 = _box(ax, x, rows[2], w, "add & LayerNorm", "$(B, L, D)$", color=NORM)
+    ff = _box(ax, x, rows[3], w, "$\\mathrm{ReLU}(x W_1 + b_1)\\, W_2 + b_2$", "$(B, L, d_{ff})$ inside, $d_{ff} = 4D$",
+              color=FEED_FORWARD)
+    norm2 = _box(ax, x, rows[4], w, "add & LayerNorm", "$(B, L, D)$", color=NORM)
+    head = _box(ax, x, rows[5], w, "lm_head", "logits $(B, L, |\\mathcal{V}|)$", color=LINEAR)
+    for upper, lower in zip((embed, attend, norm1, ff, norm2), (attend, norm1, ff, norm2, head)):
+        _arrow(ax, upper.bottom, lower.top)
+    for source, target in ((embed, norm1), (norm1, norm2)):
+        _residual(ax, source, target, side, target.left)
+    frame_bottom = norm2.bottom[1] + 0.42
+    _frame(ax, 0.06, embed.bottom[1] + 0.06, x + w / 2 + 0.1, frame_bottom, "$\\times N$ blocks",
+           (x + w / 2, frame_bottom - 0.17), ha="right")
+    _note(ax, 0.1, head.bottom[1] + 0.75,
+          "Each difference is one switch of\n"
+          "DecoderConfig: placement, norm, ffn,\n"
+          "positions, num_kv_heads, bias.\n"
+          "$\\oplus$: add the sublayer's input back.")
+
+    # Right: the Llama-style block, pre-norm, no biases; residual lines down the right-hand side.
+    x, w, side = 5.35, 3.0, 7.02
+    ax.text(x, 0.22, "Llama-style block (pre-norm)", ha="center", va="center", fontsize=TITLE_PT, weight="bold")
+    _note(ax, x, 0.48, "Llama, Mistral, Qwen: no biases", ha="center")
+    rows = _stack(0.72, [box, box, box, box, box, box, add, box, box, add, box], gap=gap)
+    rows[1:] = [y + 0.06 for y in rows[1:]]
+    rows[10] += 0.3
+    embed = _box(ax, x, rows[0], w, "embed_tokens (no positions added)", "$(B, L, D)$", color=LINEAR)
+    norm1 = _box(ax, x, rows[1], w, "RMSNorm (input_layernorm)", "$(B, L, D)$", color=NORM)
+    project = _box(ax, x, rows[2], w, "q_proj, k_proj, v_proj",
+                   "$Q$: $(B, H, L, d_k)$;  $K, V$: $(B, H_{kv}, L, d_k)$", color=LINEAR)
+    rope = _box(ax, x, rows[3], w, "RoPE on $Q$ and $K$ per head, not $V$", "row $i$ turned: $x R_i^\\top$",
+                color=ATTENTION)
+    attend = _box(ax, x, rows[4], w, "causal self-attention (GQA)", "$H$ query heads share $H_{kv}$ KV heads",
+                  color=ATTENTION)
+    out = _box(ax, x, rows[5], w, "o_proj", "$(B, L, D)$", color=LINEAR)
+    add1 = _add(ax, x, rows[6], add / 2)
+    norm2 = _box(ax, x, rows[7], w, "RMSNorm (post_attention_layernorm)", "$(B, L, D)$", color=NORM)
+    swiglu = _box(ax, x, rows[8], w, "SwiGLU: gate_proj, up_proj, down_proj", "$(B, L, d_{ff})$ inside, $d_{ff} \\approx 8D/3$",
+                  color=FEED_FORWARD)
+    add2 = _add(ax, x, rows[9], add / 2)
+    final = _box(ax, x - 0.8, rows[10], 1.4, "norm", "final RMSNorm", color=NORM)
+    logits = _box(ax, x + 0.8, rows[10], 1.4, "lm_head", "$(B, L, |\\mathcal{V}|)$", color=LINEAR)
+    chain = (embed, norm1, project, rope, attend, out, add1, norm2, swiglu, add2)
+    for upper, lower in zip(chain, chain[1:]):
+        _arrow(ax, upper.bottom, lower.top)
+    _arrow(ax, add2.bottom, (x, (add2.bottom[1] + final.top[1]) / 2 - 0.05),
+           (final.x, (add2.bottom[1] + final.top[1]) / 2 - 0.05), final.top)
+    _arrow(ax, final.right, logits.left)
+    for source, target in ((embed, add1), (add1, add2)):
+        _residual(ax, source, target, side, target.right)
+    frame_bottom = add2.bottom[1] + 0.14
+    _frame(ax, x - w / 2 - 0.12, embed.bottom[1] + 0.05, 7.14, frame_bottom, "$\\times N$ blocks",
+           (x - w / 2 - 0.02, add2.y), ha="left")
     return fig
