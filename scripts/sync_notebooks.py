@@ -22,6 +22,8 @@ NOTEBOOK_DIRS = ("book", "exercises", "solutions")
 INSTALL_TAGS = ["hide-cell"]
 ANSWER_TAG = "exercise"  # the cells a learner completes
 HIDDEN = "hide-input"  # on the site, a solution's answer cells start collapsed
+#: What an exercise's check says of the answer cell as handed out (a stub raising NotImplementedError).
+STUB_FEEDBACK = "not implemented yet"
 
 
 def notebooks() -> list[Path]:
@@ -44,6 +46,13 @@ def release() -> str:
 
 def repository_url() -> str:
     return yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"].rstrip("/")
+
+
+def stub_feedback(nb: nbformat.NotebookNode) -> str:
+    """Words the FAIL line of an exercise as handed out must contain: :data:`STUB_FEEDBACK`, unless the
+    notebook's metadata declares others, ``"lessons_src": {"stub_feedback": "..."}`` (an exercise that
+    hands out working code with bugs to find, whose check names the first bug)."""
+    return nb.metadata.get("lessons_src", {}).get("stub_feedback", STUB_FEEDBACK)
 
 
 def install_cell_source() -> str:

@@ -2,9 +2,11 @@
 
 import math
 
+import nbformat
 import pytest
 import torch
-from checks_learners import REFERENCES, add
+from checks_learners import REFERENCES, add, add_fns
+from conftest import ROOT
 
 from lessons_src import scaled_dot_product_attention
 from lessons_src.checks import check_scaled_dot_product_attention
@@ -187,7 +189,7 @@ def off_by_a_bit(query, key, value, mask=None):
 
 def test_the_library_function_passes():
     result = check_scaled_dot_product_attention(scaled_dot_product_attention)
-    assert result and "5 cases" in str(result), str(result)
+    assert result and "6 cases" in str(result), str(result)
 
 
 def test_no_fixed_number_passes_for_sqrt_d_k():
@@ -233,3 +235,76 @@ def test_html_display_and_strict_mode(monkeypatch):
     monkeypatch.setenv("LESSONS_SRC_STRICT", "1")
     with pytest.raises(AssertionError, match="not scaled"):
         check_scaled_dot_product_attention(no_scale)
+
+
+# == the bug hunt: the function the exercise hands out, and each step of fixing it ========================
+
+EXERCISE = ROOT / "exercises" / "01_attention_from_scratch.ipynb"
+
+#: The four bugs in the order the check names them, each as (the buggy text, its fix, what the check says).
+BUGS = [
+    ("torch.softmax(scores, dim=-2)", "torch.softmax(scores, dim=-1)", "the softmax runs over the queries (dim=-2)"),
+    ("key.transpose(0, 1)", "key.transpose(-2, -1)", "the key is transposed on its first two dims"),
+    ("scores.masked_fill(mask, ", "scores.masked_fill(~mask, ", "the mask is inverted"),
+    ("~mask.any(dim=-2, keepdim=True)", "~mask.any(dim=-1, keepdim=True)",
+     "NaN for the query that may attend to nothing"),
+]
+
+
+def handed_out_source():
+    """The source of the exercise's answer cell: the buggy `attention` the learner starts from."""
+    nb = nbformat.read(EXERCISE, as_version=4)
+    [cell] = [c for c in nb.cells if c.cell_type == "code" and "exercise" in c.metadata.get("tags", [])]
+    return cell.source
+
+
+def bug_hunt_step(fixed):
+    """The handed-out function with the first ``fixed`` bugs fixed."""
+    source = handed_out_source()
+    for bug, fix, _ in BUGS[:fixed]:
+        assert source.count(bug) == 1, bug
+        source = source.replace(bug, fix)
+    namespace = {"math": math, "torch": torch}
+    exec(compile(source, f"<exercise 1, {fixed} bugs fixed>", "exec"), namespace)
+    fn = namespace["attention"]
+    fn.__name__ = f"bug_hunt_{fixed}_fixed"
+    return fn
+
+
+for _fixed, (_, _, _named) in enumerate(BUGS):
+    add_fns(ATT, (bug_hunt_step(_fixed),), _named, f"bug_hunt_{_fixed}_of_4_fixed")
+add_fns(ATT, (bug_hunt_step(len(BUGS)),), None, "bug_hunt_all_4_fixed")
+
+
+@pytest.mark.parametrize("fixed", range(len(BUGS)))
+def test_the_bug_hunt_names_one_bug_at_a_time_on_its_own_case(fixed):
+    """Each bug first shows on a later case than the one before, so fixing it reveals the next."""
+    result = check_scaled_dot_product_attention(bug_hunt_step(fixed))
+    first = str(result).splitlines()[0]
+    assert not result and BUGS[fixed][2] in first, str(result)
+    assert f"case {[1, 2, 4, 6][fixed]}/6" in first, first
+
+
+def test_the_handed_out_function_has_exactly_the_four_bugs():
+    source = handed_out_source()
+    assert "NotImplementedError" not in source and all(source.count(bug) == 1 for bug, _, _ in BUGS)
+    solution = ROOT / "solutions" / "01_attention_from_scratch.ipynb"
+    nb = nbformat.read(solution, as_version=4)
+    [answer] = [c.source for c in nb.cells if c.cell_type == "code" and "exercise" in c.metadata.get("tags", [])]
+    assert all(fix in answer and bug not in answer for bug, fix, _ in BUGS)
+
+
+def test_the_exercise_declares_the_feedback_its_handed_out_function_gets():
+    import sync_notebooks  # scripts/, on sys.path (tests/conftest.py)
+
+    declared = sync_notebooks.stub_feedback(nbformat.read(EXERCISE, as_version=4))
+    assert declared != sync_notebooks.STUB_FEEDBACK
+    first = str(check_scaled_dot_product_attention(bug_hunt_step(0))).splitlines()[0]
+    assert first.startswith("FAIL") and declared in first, first
+
+
+@add(ATT, "`key.T` reverses *all* the dims")
+def key_dot_T(query, key, value, mask=None):
+    scores = query @ key.permute(*reversed(range(key.dim()))) / math.sqrt(query.size(-1))  # what `key.T` does
+    weights = _masked_softmax(scores, mask).nan_to_num(0.0)
+    return weights @ value, weights

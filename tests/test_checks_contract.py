@@ -25,7 +25,6 @@ from test_checks_encoder_block import block_reference_style, encoder_reference_s
 from test_checks_grouped_query_and_kv_cache import step_reference, with_repeat_interleave
 from test_checks_layer_norm_placement import as_tensor as warmup_lr_as_tensor
 from test_checks_masking import causal_tril, combine_index, padding_compare
-from test_checks_multi_head_attention import forward_reference, merge_reshape, split_view
 from test_checks_rotary_embeddings import reference_style as rope_reference
 from test_checks_scaling import reference_style as attention_weights_reference
 from test_checks_training_attention import pattern_index, task_roll
@@ -56,7 +55,7 @@ load()  # every test_checks_*.py registers its check's reference in REFERENCES
 REGISTRY = {
     "check_scaled_dot_product_attention": Entry(REFERENCES["check_scaled_dot_product_attention"], (True,)),
     "check_masks": Entry((causal_tril, padding_compare, combine_index), (False, False, False)),
-    "check_multi_head_attention": Entry((split_view, merge_reshape, forward_reference), (True, True, True)),
+    "check_head_contributions": Entry(REFERENCES["check_head_contributions"], (True,)),
     "check_pre_ln_encoder": Entry((block_reference_style, encoder_reference_style), (True, True)),
     "check_apply_rope": Entry((rope_reference,), (False,)),
     "check_sliding_window_mask": Entry((sliding_window_reference,), (False,)),

@@ -1,337 +1,269 @@
-"""The exercise-4 checks: correct answers written differently pass; each known mistake is named."""
+"""Exercise 4's check (what each head adds to the output): its learners for the table
+(``checks_learners.py``), right ones written differently and the usual slips, each of which the
+check must name, and tests beyond the table."""
 
 import math
 
+import pytest
 import torch
-from checks_learners import REFERENCES, add_fns
+import torch.nn.functional as F
+from checks_learners import REFERENCES, add
 
-from lessons_src.checks.multi_head_attention import (
-    check_merge_heads,
-    check_multi_head_attention,
-    check_multi_head_forward,
-    check_split_heads,
-)
+from lessons_src import MultiHeadAttention, padding_mask, scaled_dot_product_attention, split_heads
+from lessons_src.checks import check_head_contributions
+from lessons_src.checks.multi_head_attention import _cases
 
-# -- correct implementations, written differently --------------------------------------------------
+CHECK = "check_head_contributions"
 
 
-def split_view(x, num_heads):
+def contributions_reference(x, attention, mask=None):
+    """Per head: its attention output times its block of W_O's columns."""
+    H = attention.num_heads
+    q, k, v = (split_heads(w(x), H) for w in (attention.w_q, attention.w_k, attention.w_v))  # (B, H, L, d_k)
+    heads, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, H, L, d_k)
+    d_k = q.size(-1)
+    blocks = attention.w_o.weight.split(d_k, dim=1)  # H x (D, d_k): the columns that read head h
+    return torch.stack([heads[:, h] @ blocks[h].T for h in range(H)], dim=1)  # (B, H, L, D)
+
+
+REFERENCES[CHECK] = (contributions_reference,)
+
+
+def _heads(x, attention, mask=None, split=None, project=None, keys="w_k", scale=None, mask_mode="use", dim=-1,
+           swap=False):
+    """The heads' attention outputs (B, H, L, d_k), written out by hand, with one switch per slip."""
     B, L, D = x.shape
-    return x.view(B, L, num_heads, D // num_heads).transpose(1, 2)
+    H = attention.num_heads
+    d_k = D // H
+    split = split or (lambda t: t.view(B, L, H, d_k).transpose(1, 2))
+    project = project or (lambda layer: layer(x))
+    q, k, v = split(project(attention.w_q)), split(project(getattr(attention, keys))), split(project(attention.w_v))
+    if swap:
+        q, k = k, q
+    scores = q @ k.transpose(-2, -1) / (scale or math.sqrt(d_k))
+    if mask is not None and mask_mode != "ignore":
+        scores = scores.masked_fill(mask if mask_mode == "invert" else ~mask, float("-inf"))
+    return torch.softmax(scores, dim=dim) @ v
 
 
-def split_unflatten(x, num_heads):
-    return x.unflatten(-1, (num_heads, -1)).permute(0, 2, 1, 3).contiguous()
+def _per_head(heads, attention):
+    """Head h's output times its columns of W_O: (B, H, L, D)."""
+    H, d_k = heads.size(1), heads.size(-1)
+    W = attention.w_o.weight
+    return torch.stack([heads[:, h] @ W[:, h * d_k:(h + 1) * d_k].T for h in range(H)], dim=1)
 
 
-def split_stack(x, num_heads):
-    return torch.stack(x.chunk(num_heads, dim=-1), dim=1)  # (B, H, L, d_k)
+# -- right, written differently ----------------------------------------------------------------------
 
 
-def merge_reshape(x):
-    B, H, L, d_k = x.shape
-    return x.transpose(1, 2).reshape(B, L, H * d_k)
+@add(CHECK)
+def zero_the_other_heads(x, attention, mask=None):
+    """Keep one head's block of the concatenation, zero the rest, apply W_O without its bias: right."""
+    H = attention.num_heads
+    heads = _heads(x, attention, mask)  # (B, H, L, d_k)
+    concat = heads.transpose(1, 2).reshape(x.shape)  # (B, L, D)
+    d_k = x.size(-1) // H
+    out = []
+    for h in range(H):
+        only_h = torch.zeros_like(concat)
+        only_h[..., h * d_k:(h + 1) * d_k] = concat[..., h * d_k:(h + 1) * d_k]
+        out.append(F.linear(only_h, attention.w_o.weight))  # no bias: it belongs to no head
+    return torch.stack(out, dim=1)
 
 
-def merge_cat(x):
-    return torch.cat(x.unbind(dim=1), dim=-1)
+@add(CHECK)
+def weights_from_the_module_einsum_float64(x, attention, mask=None):
+    """The per-head weights the module itself returns, then one einsum, in float64: right."""
+    _, weights = attention(x, x, x, mask)  # (B, H, L, L)
+    H = attention.num_heads
+    v = split_heads(attention.w_v(x), H).double()  # (B, H, L, d_k)
+    W = attention.w_o.weight.double().unflatten(1, (H, -1))  # (out, H, d_k)
+    return torch.einsum("bhqk,bhkd,ohd->bhqo", weights.double(), v, W)
 
 
-def merge_contiguous_view(x):
-    B, H, L, d_k = x.shape
-    return x.permute(0, 2, 1, 3).contiguous().view(B, L, H * d_k)
+@add(CHECK)
+def block_diagonal(x, attention, mask=None):
+    """Each head laid out alone in its block of a (B, H, L, D) concatenation, then W_O without bias: right."""
+    heads = _heads(x, attention, mask)  # (B, H, L, d_k)
+    B, H, L, d_k = heads.shape
+    eye = torch.eye(H, dtype=heads.dtype)  # (H, H)
+    spread = torch.einsum("bhld,hg->bhlgd", heads, eye).reshape(B, H, L, H * d_k)  # head h in block h only
+    return spread @ attention.w_o.weight.T
 
 
-def forward_reference(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None):
-    q = split_view(w_q(query), num_heads)
-    k = split_view(w_k(key), num_heads)
-    v = split_view(w_v(value), num_heads)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    return w_o(merge_reshape(weights @ v)), weights
+# -- wrong --------------------------------------------------------------------------------------------
 
 
-def forward_einsum(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None):
-    """Raw weights and einsum, per-head slices, float64 internally."""
-    D = query.size(-1)
-    d_k = D // num_heads
-
-    def project(x, linear):
-        y = x.double() @ linear.weight.double().T
-        return y + linear.bias.double() if linear.bias is not None else y
-
-    q = project(query, w_q).unflatten(-1, (num_heads, d_k))  # (B, L, H, d_k)
-    k = project(key, w_k).unflatten(-1, (num_heads, d_k))
-    v = project(value, w_v).unflatten(-1, (num_heads, d_k))
-    scores = torch.einsum("bqhd,bkhd->bhqk", q, k) * d_k**-0.5
-    if mask is not None:
-        scores = torch.where(mask, scores, torch.finfo(scores.dtype).min)
-    weights = scores.softmax(-1)
-    heads = torch.einsum("bhqk,bkhd->bqhd", weights, v).flatten(-2)
-    return project(heads, w_o).float(), weights.float()
+@add(CHECK, "w_o's bias is added to every head")
+def bias_in_every_head(x, attention, mask=None):
+    return contributions_reference(x, attention, mask) + attention.w_o.bias
 
 
-def forward_library_sdpa(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None):
-    from lessons_src import scaled_dot_product_attention
-
-    q, k, v = (split_stack(w(x), num_heads) for w, x in ((w_q, query), (w_k, key), (w_v, value)))
-    heads, weights = scaled_dot_product_attention(q, k, v, mask)
-    return [w_o(merge_cat(heads)), weights]  # a list is fine too
-
-
-def test_library_layer_passes():
-    from lessons_src import MultiHeadAttention
-
-    def via_library(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None):
-        layer = MultiHeadAttention(query.size(-1), num_heads)
-        layer.w_q, layer.w_k, layer.w_v, layer.w_o = w_q, w_k, w_v, w_o
-        return layer(query, key, value, mask)
-
-    assert check_multi_head_forward(via_library)
+@add(CHECK, "w_o's bias is added to every head", "w_o_on_zero_padded_heads")
+def w_o_on_zero_padded_heads(x, attention, mask=None):
+    heads = _heads(x, attention, mask)
+    B, H, L, d_k = heads.shape
+    out = []
+    for h in range(H):
+        only_h = torch.zeros(B, L, H * d_k)
+        only_h[..., h * d_k:(h + 1) * d_k] = heads[:, h]
+        out.append(attention.w_o(only_h))  # calling the layer adds its bias to every head
+    return torch.stack(out, dim=1)
 
 
-def test_combined_check_passes():
-    result = check_multi_head_attention(split_unflatten, merge_cat, forward_reference)
-    assert result and "split_heads, merge_heads and multi_head_forward" in str(result), str(result)
+@add(CHECK, "rows are used instead of its columns")
+def w_o_rows(x, attention, mask=None):
+    heads = _heads(x, attention, mask)
+    d_k = heads.size(-1)
+    W = attention.w_o.weight
+    return torch.stack([heads[:, h] @ W[h * d_k:(h + 1) * d_k, :] for h in range(heads.size(1))], dim=1)
 
 
-# -- known mistakes, each named ----------------------------------------------------------------------
+@add(CHECK, "before W_O")
+def heads_before_w_o(x, attention, mask=None):
+    return _heads(x, attention, mask)
 
 
-def split_no_transpose(x, num_heads):
+@add(CHECK, "split with a direct view")
+def direct_view_split(x, attention, mask=None):
     B, L, D = x.shape
-    return x.view(B, num_heads, L, D // num_heads)
+    H = attention.num_heads
+    heads = _heads(x, attention, mask, split=lambda t: t.view(B, H, L, D // H))
+    return _per_head(heads, attention)
 
 
-def split_interleaved(x, num_heads):
+@add(CHECK, "divided by sqrt(d_model)")
+def scaled_by_sqrt_d_model(x, attention, mask=None):
+    return _per_head(_heads(x, attention, mask, scale=math.sqrt(x.size(-1))), attention)
+
+
+@add(CHECK, "x @ W instead of x @ W.T")
+def weight_not_transposed(x, attention, mask=None):
+    def project(layer):
+        return x @ layer.weight + (0 if layer.bias is None else layer.bias)
+
+    return _per_head(_heads(x, attention, mask, project=project), attention)
+
+
+@add(CHECK, "keys are projected with w_q")
+def keys_with_w_q(x, attention, mask=None):
+    return _per_head(_heads(x, attention, mask, keys="w_q"), attention)
+
+
+@add(CHECK, "queries and keys are swapped")
+def queries_and_keys_swapped(x, attention, mask=None):
+    return _per_head(_heads(x, attention, mask, swap=True), attention)
+
+
+@add(CHECK, "mask is ignored")
+def mask_ignored(x, attention, mask=None):
+    return _per_head(_heads(x, attention, mask, mask_mode="ignore"), attention)
+
+
+@add(CHECK, "mask is inverted")
+def mask_inverted(x, attention, mask=None):
+    return _per_head(_heads(x, attention, mask, mask_mode="invert"), attention)
+
+
+@add(CHECK, "softmax runs over the queries")
+def softmax_over_queries(x, attention, mask=None):
+    return _per_head(_heads(x, attention, mask, dim=-2), attention)
+
+
+@add(CHECK, "summed over the heads")
+def summed_over_heads(x, attention, mask=None):
+    return contributions_reference(x, attention, mask).sum(dim=1)
+
+
+@add(CHECK, "summed over the heads", "the_layer_output")
+def the_layer_output(x, attention, mask=None):
+    return attention(x, x, x, mask)[0]
+
+
+@add(CHECK, "interleaved columns")
+def interleaved_columns(x, attention, mask=None):
+    heads = _heads(x, attention, mask)
+    H = heads.size(1)
+    W = attention.w_o.weight
+    return torch.stack([heads[:, h] @ W[:, h::H].T for h in range(H)], dim=1)
+
+
+@add(CHECK, "head axis must come right after the batch")
+def heads_last_but_one(x, attention, mask=None):
+    return contributions_reference(x, attention, mask).transpose(1, 2)
+
+
+@add(CHECK, "`w_o.bias` is None")
+def subtracts_the_bias_from_w_o(x, attention, mask=None):
+    heads = _heads(x, attention, mask)
+    B, H, L, d_k = heads.shape
+    out = []
+    for h in range(H):
+        only_h = torch.zeros(B, L, H * d_k)
+        only_h[..., h * d_k:(h + 1) * d_k] = heads[:, h]
+        out.append(attention.w_o(only_h) - attention.w_o.bias)  # right, until a module has no bias
+    return torch.stack(out, dim=1)
+
+
+@add(CHECK, "shape", "hard_coded_d_k_4")
+def hard_coded_d_k(x, attention, mask=None):
     B, L, D = x.shape
-    return x.view(B, L, D // num_heads, num_heads).permute(0, 3, 1, 2)
+    H = D // 4  # d_k = 4 as in the first case: wrong elsewhere
+    heads = _heads(x, attention, mask)
+    W = attention.w_o.weight
+    return torch.stack([heads[:, h] @ W[:, h * 4:(h + 1) * 4].T for h in range(min(H, heads.size(1)))], dim=1)
 
 
-def split_forgets_transpose(x, num_heads):
-    B, L, D = x.shape
-    return x.view(B, L, num_heads, D // num_heads)
-
-
-def split_full_width(x, num_heads):
-    B, L, D = x.shape
-    return x.view(B, L, num_heads, D).transpose(1, 2)  # head_dim = d_model: the view fails
-
-
-def split_copies(x, num_heads):
-    return x.unsqueeze(1).expand(-1, num_heads, -1, -1)  # every head gets all of d_model
-
-
-def split_float_head_dim(x, num_heads):
-    B, L, D = x.shape
-    return x.view(B, L, num_heads, D / num_heads).transpose(1, 2)
-
-
-def split_stub(x, num_heads):
-    raise NotImplementedError
-
-
-SPLIT_MISTAKES = [
-    (split_no_transpose, "reshape without transpose"),
-    (split_interleaved, "interleaved"),
-    (split_forgets_transpose, "head axis is not moved"),
-    (split_full_width, "wrong head dimension"),
-    (split_copies, "wrong head dimension"),
-    (split_float_head_dim, "integer division"),
-    (split_stub, "split_heads: not implemented yet"),
-]
-
-
-def merge_no_transpose(x):
-    B, H, L, d_k = x.shape
-    return x.reshape(B, L, H * d_k)
-
-
-def merge_interleaved(x):
-    B, H, L, d_k = x.shape
-    return x.permute(0, 2, 3, 1).reshape(B, L, H * d_k)
-
-
-def merge_view_after_transpose(x):
-    B, H, L, d_k = x.shape
-    return x.transpose(1, 2).view(B, L, H * d_k)
-
-
-def merge_not_flattened(x):
-    return x.transpose(1, 2)
-
-
-def merge_stub(x):
-    raise NotImplementedError
-
-
-MERGE_MISTAKES = [
-    (merge_no_transpose, "without the inverse transpose"),
-    (merge_interleaved, "interleaved"),
-    (merge_view_after_transpose, "not contiguous"),
-    (merge_not_flattened, "not flattened"),
-    (merge_stub, "merge_heads: not implemented yet"),
-]
-
-
-def _forward(split=split_view, merge=merge_reshape, scale="d_k", project_out=True, mask_mode="use",
-             self_keys=False, average=False, full_width=False):
-    """A forward pass with one thing changed."""
-
-    def fn(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None):
-        if self_keys:
-            key = value = query
-        H = 1 if full_width else num_heads
-        q, k, v = split(w_q(query), H), split(w_k(key), H), split(w_v(value), H)
-        d = {"d_k": q.size(-1), "d_model": query.size(-1), "none": 1}[scale]
-        scores = q @ k.transpose(-2, -1) / math.sqrt(d)
-        if mask is not None and mask_mode != "ignore":
-            scores = scores.masked_fill(mask if mask_mode == "invert" else ~mask, float("-inf"))
-        weights = torch.softmax(scores, dim=-1)
-        out = merge(weights @ v)
-        out = w_o(out) if project_out else out
-        if full_width:
-            weights = weights.expand(-1, num_heads, -1, -1)
-        return out, weights.mean(1) if average else weights
-
-    return fn
-
-
-def forward_stub(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None):
-    raise NotImplementedError
-
-
-def forward_no_mask_parameter(query, key, value, w_q, w_k, w_v, w_o, num_heads):
-    return forward_reference(query, key, value, w_q, w_k, w_v, w_o, num_heads)
-
-
-def forward_head_dim_d_model(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None):
-    B, L, D = query.shape
-    q = w_q(query).view(B, L, num_heads, D).transpose(1, 2)  # head_dim = d_model
-    return q, q
-
-
-def forward_output_only(*args, **kwargs):
-    return forward_reference(*args, **kwargs)[0]
-
-
-def forward_unmerged(*args, **kwargs):
-    query, key, value, w_q, w_k, w_v, w_o, num_heads = args
-    q, k, v = split_view(w_q(query), num_heads), split_view(w_k(key), num_heads), split_view(w_v(value), num_heads)
-    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), -1)
-    return weights @ v, weights
-
-
-def forward_scores(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None):
-    q, k = split_view(w_q(query), num_heads), split_view(w_k(key), num_heads)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
-    return forward_reference(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask)[0], scores
-
-
-def forward_raises(*args, **kwargs):
-    raise RuntimeError("boom")
-
-
-FORWARD_MISTAKES = [
-    (_forward(split=split_no_transpose), "reshape without transpose", "reshape_without_transpose"),
-    (_forward(split=split_no_transpose, merge=merge_no_transpose), "reshape without transpose",
-     "reshape_without_transpose_both_ways"),
-    (_forward(merge=merge_no_transpose), "merged without the inverse transpose", "merge_without_transpose"),
-    (_forward(split=split_interleaved, merge=merge_interleaved), "interleaved", "interleaved"),
-    (_forward(project_out=False), "output projection w_o is missing", "no_output_projection"),
-    (_forward(scale="d_model"), "sqrt(d_model) instead of sqrt(d_k)", "scale_by_sqrt_d_model"),
-    (_forward(scale="none"), "not scaled", "not_scaled"),
-    (_forward(mask_mode="invert"), "mask is inverted", "mask_inverted"),
-    (_forward(mask_mode="ignore"), "mask is ignored", "mask_ignored"),
-    (_forward(self_keys=True), "keys come from `query`", "keys_from_query"),
-    (_forward(average=True), "one map instead of one per head", "averaged_weights"),
-    (_forward(full_width=True), "full d_model width", "one_full_width_head"),
-    (forward_head_dim_d_model, "wrong head dimension", "head_dim_is_d_model"),
-    (forward_stub, "multi_head_forward: not implemented yet", "stub"),
-    (forward_no_mask_parameter, "does not accept `mask=`", "no_mask_parameter"),
-    (forward_output_only, "returned one tensor", "output_only"),
-    (forward_unmerged, "heads are not merged", "unmerged"),
-    (forward_scores, "scores, before the softmax", "scores_not_weights"),
-    (forward_raises, "RuntimeError: boom", "raises"),
-]
-
-
-def test_combined_check_reports_the_first_problem():
-    result = check_multi_head_attention(split_view, merge_no_transpose, forward_reference)
-    assert not result and "merge_heads" in str(result) and "inverse transpose" in str(result)
-    result = check_multi_head_attention(split_stub, merge_stub, forward_stub)
-    assert not result and "split_heads: not implemented yet" in str(result)
-    result = check_multi_head_attention(split_view, merge_reshape, _forward(project_out=False))
-    assert not result and "w_o is missing" in str(result)
-
-
-def test_wrong_return_types_are_feedback():
-    assert "expected a tensor" in str(check_split_heads(lambda x, num_heads: "heads"))
-    assert "returned None" in str(check_merge_heads(lambda x: None))
-    assert "returned None" in str(check_multi_head_forward(lambda *a, **k: None))
-
-
-CHECK = "check_multi_head_attention"
-
-# == the learner table (checks_learners.py) ==========================================================
-
-REFERENCES[CHECK] = (split_view, merge_reshape, forward_reference)
-add_fns(CHECK, (split_unflatten, merge_cat, forward_einsum))
-add_fns(CHECK, (split_stack, merge_contiguous_view, forward_library_sdpa))
-for _fn, _named in SPLIT_MISTAKES:
-    add_fns(CHECK, (_fn, merge_reshape, forward_reference), _named, f"split-{_fn.__name__}")
-for _fn, _named in MERGE_MISTAKES:
-    add_fns(CHECK, (split_view, _fn, forward_reference), _named, f"merge-{_fn.__name__}")
-for _fn, _named, _id in FORWARD_MISTAKES:
-    add_fns(CHECK, (split_view, merge_reshape, _fn), _named, f"forward-{_id}")
-
-
-def _forward_scaled_by(scale):
-    def fn(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None):
-        q, k, v = (split_view(w(x), num_heads) for w, x in ((w_q, query), (w_k, key), (w_v, value)))
-        scores = q @ k.transpose(-2, -1) / scale(q.size(-1))
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        weights = torch.softmax(scores, dim=-1)
-        return w_o(merge_reshape(weights @ v)), weights
-
-    return fn
-
-
-for _scale, _named, _id in [(lambda d: d ** 1 / 2, "`d_k ** 1/2` is not sqrt(d_k)", "d_k_pow_1_over_2"),
-                            (lambda d: 2.0, "divided by 2 instead of sqrt(d_k)", "hard_coded_2"),
-                            (lambda d: math.sqrt(8), "divided by 2.828 instead of sqrt(d_k)", "hard_coded_sqrt_8")]:
-    add_fns(CHECK, (split_view, merge_reshape, _forward_scaled_by(_scale)), _named, f"forward-{_id}")
-
-
-def forward_keys_with_w_q(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None):
-    return forward_reference(query, key, value, w_q, w_q, w_v, w_o, num_heads, mask)
-
-
-def forward_log_softmax(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None):
-    q, k, v = (split_view(w(x), num_heads) for w, x in ((w_q, query), (w_k, key), (w_v, value)))
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.log_softmax(scores, dim=-1)
-    return w_o(merge_reshape(weights @ v)), weights
-
-
-add_fns(CHECK, (split_view, merge_reshape, forward_keys_with_w_q), "keys are projected with w_q")
-add_fns(CHECK, (split_view, merge_reshape, forward_log_softmax), "log-softmax")
-
-
-def forward_scales_w_q_in_place(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None):
+@add(CHECK, "changed the weights of `attention` in place")
+def folds_the_scale_into_w_q(x, attention, mask=None):
     with torch.no_grad():
-        w_q.weight /= math.sqrt(query.size(-1) // num_heads)  # folds the scale into the weights, in place
-    q, k, v = (split_view(w(x), num_heads) for w, x in ((w_q, query), (w_k, key), (w_v, value)))
-    scores = q @ k.transpose(-2, -1)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    return w_o(merge_reshape(weights @ v)), weights
+        attention.w_q.weight /= math.sqrt(x.size(-1) // attention.num_heads)
+        attention.w_q.bias /= math.sqrt(x.size(-1) // attention.num_heads)
+    heads = _heads(x, attention, mask, scale=1.0)
+    return _per_head(heads, attention)
 
 
-add_fns(CHECK, (split_view, merge_reshape, forward_scales_w_q_in_place), "changed the weights of `w_q` in place")
+# == tests beyond the table =============================================================================
+
+
+def test_the_contributions_add_up_to_the_layer_output():
+    """On every case: the sum over heads plus w_o's bias is the module's output (the exercise's promise)."""
+    for case in _cases():
+        x, attention, mask = case.args["x"], case.args["attention"], case.kwargs.get("mask")
+        got = contributions_reference(x, attention, mask)
+        bias = attention.w_o.bias if attention.w_o.bias is not None else 0
+        torch.testing.assert_close(got.sum(1) + bias, attention(x, x, x, mask)[0], atol=1e-5, rtol=1e-5)
+
+
+def test_one_head_contributes_the_output_minus_the_bias():
+    torch.manual_seed(0)
+    attention = MultiHeadAttention(8, 1).eval()
+    x = torch.randn(2, 3, 8)
+    got = contributions_reference(x, attention)
+    torch.testing.assert_close(got[:, 0], attention(x, x, x)[0] - attention.w_o.bias)
+
+
+def test_the_cases_vary_sizes_and_cover_masks_and_bias_free_modules():
+    cases = _cases()
+    assert len({(c.info["D"], c.info["H"], c.info["d_k"]) for c in cases}) == len(cases)
+    assert 1 in {c.info["H"] for c in cases} and len({c.info["B"] for c in cases}) > 1
+    assert any(c.args["attention"].w_o.bias is None for c in cases)
+    assert any(c.kwargs.get("mask") is not None and c.kwargs["mask"].dim() == 4 for c in cases)
+
+
+def test_the_feedback_names_the_bias_with_the_number_of_extra_biases():
+    result = check_head_contributions(bias_in_every_head)
+    assert "H - 1 = 2 biases" in str(result).splitlines()[0] and "case 1/5" in result.summary, str(result)
+
+
+def test_a_padding_mask_of_the_library_is_what_the_cases_use():
+    mask = _cases()[2].kwargs["mask"]
+    assert torch.equal(mask, padding_mask([4, 2, 3])[:, None, None, :])
+
+
+def test_html_display_and_strict_mode(monkeypatch):
+    html = check_head_contributions(w_o_rows)._repr_html_()
+    assert "rows" in html and "How to fix" in html
+    monkeypatch.setenv("LESSONS_SRC_STRICT", "1")
+    with pytest.raises(AssertionError, match="rows are used"):
+        check_head_contributions(w_o_rows)

@@ -181,12 +181,14 @@ def test_notebook_runs_alone_as_in_colab(name, notebook, launched, tmp_path, rec
 
 def assert_the_stub_fails_its_check(executed, where: str) -> None:
     """An exercise as handed out: its last cell runs the check, which must fail and say the answer is
-    missing (the solutions, run strict above, pass the same check)."""
+    missing (the solutions, run strict above, pass the same check). An exercise that hands out code to
+    fix declares in its notebook metadata the words its FAIL line says instead (``sync_notebooks.stub_feedback``)."""
     last = [cell for cell in executed.cells if cell.cell_type == "code"][-1]
     assert "lessons_src.checks" in last.source, f"{where}: the last code cell does not run the check"
     shown = "\n".join(o.get("data", {}).get("text/plain", "") for o in last.outputs)
-    assert shown.startswith("FAIL") and "not implemented yet" in shown, \
-        f"{where}: the exercise as handed out should fail its check as not implemented yet; it showed:\n{shown}"
+    expected = sync_notebooks.stub_feedback(executed)
+    assert shown.startswith("FAIL") and expected in shown, \
+        f"{where}: the exercise as handed out should fail its check with {expected!r}; it showed:\n{shown}"
 
 
 @pytest.mark.parametrize("name", ENVS)

@@ -63,15 +63,24 @@ def test_exercise_has_a_solution_that_differs_only_in_the_answer(exercise):
     ex, sol = (nbformat.read(p, as_version=4) for p in (exercise, solution))
 
     def code(nb):
-        return [(c.source, "exercise" in c.metadata.get("tags", [])) for c in nb.cells if c.cell_type == "code"]
+        # A solution may add cells tagged "solution-only" after its check (reading what the answer computes).
+        return [(c.source, "exercise" in c.metadata.get("tags", [])) for c in nb.cells
+                if c.cell_type == "code" and "solution-only" not in c.metadata.get("tags", [])]
 
     ex_code, sol_code = code(ex), code(sol)
+    sol_cells = [c for c in sol.cells if c.cell_type == "code"]
+    extra = [i for i, c in enumerate(sol_cells) if "solution-only" in c.metadata.get("tags", [])]
+    check = max(i for i, c in enumerate(sol_cells) if "lessons_src.checks" in c.source)
+    assert all(i > check for i in extra), "a solution-only cell comes after the check"
+    assert not [i for i, c in enumerate(ex.cells) if "solution-only" in c.metadata.get("tags", [])]
     assert len(ex_code) == len(sol_code)
     answers = [i for i, (_, tagged) in enumerate(ex_code) if tagged]
     assert answers, "tag the cell the learner completes with 'exercise'"
     for i, ((ex_src, _), (sol_src, _)) in enumerate(zip(ex_code, sol_code)):
-        if i in answers:
+        if i in answers and sync_notebooks.stub_feedback(ex) == sync_notebooks.STUB_FEEDBACK:
             assert "NotImplementedError" in ex_src and "NotImplementedError" not in sol_src
+        elif i in answers:  # handed out with bugs to fix (its metadata says what the check names first)
+            assert ex_src != sol_src and "NotImplementedError" not in ex_src + sol_src
         else:
             assert ex_src == sol_src, f"code cell {i} differs between exercise and solution"
     assert "lessons_src.checks" in ex_code[-1][0], "the last code cell runs the check"

@@ -19,7 +19,7 @@ from .language_model import check_next_token_probs
 from .layer_norm_placement import check_warmup_lr
 from .masking import check_masks
 from .modern_block import check_rms_norm, check_swiglu
-from .multi_head_attention import check_multi_head_attention
+from .multi_head_attention import check_head_contributions
 from .rotary_embeddings import check_apply_rope
 from .scaling import check_attention_weights
 from .tiled_attention import check_online_softmax_update
@@ -30,7 +30,7 @@ __all__ = [
     "strict_mode",
     "check_scaled_dot_product_attention",
     "check_masks",
-    "check_multi_head_attention",
+    "check_head_contributions",
     "check_pre_ln_encoder",
     "check_apply_rope",
     "check_sliding_window_mask",

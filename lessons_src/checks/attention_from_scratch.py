@@ -1,9 +1,12 @@
 """Check for exercise 1 (chapter "Attention from scratch"): scaled dot-product attention.
 
-The learner writes ``attention(query, key, value, mask=None) -> (output, weights)``. The cases
-vary d_k (8, 24, 12, 10, 20: no fixed number passes for √d_k), the batch and head axes, Lq ≠ Lk,
-causal and padding masks and a query that may attend to nothing; the mistakes are the table
-:data:`MISTAKES`, built on the framework (``_framework.py``).
+The learner is handed ``attention(query, key, value, mask=None) -> (output, weights)`` with four
+bugs and fixes them one at a time (a bug hunt): each bug first shows on its own case, so the
+feedback names one bug at a time, in the order of the cases. The cases vary d_k (6, 4, 24, 12, 10,
+20: no fixed number passes for √d_k), the batch and head axes (a batch whose key is square, so a
+key transposed on the wrong dims gives wrong values instead of an error), Lq ≠ Lk, causal and
+padding masks and a query that may attend to nothing; the mistakes are the table :data:`MISTAKES`,
+built on the framework (``_framework.py``).
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ def _cases() -> list[Case]:
     row_mask[1] = False  # query 1 may attend to nothing
     return [
         case("one sequence, Lq=3, Lk=5, d_v=6, no mask", rand(3, 6), rand(5, 6), rand(5, 6)),
+        # B = Lk = d_k: `key.transpose(0, 1)` and `key.T` still multiply, so they are named by value.
+        case("batch of 4 sequences, Lq=3, Lk=4, d_v=5, no mask", rand(4, 3, 4), rand(4, 4, 4), rand(4, 4, 5)),
         case("batch of 2 x 3 heads, Lq=4, Lk=5, d_v=4, no mask", rand(2, 3, 4, 24), rand(2, 3, 5, 24),
              rand(2, 3, 5, 4)),
         case("Lq=Lk=4 with a causal mask (True = may attend)", rand(4, 12), rand(4, 12), rand(4, 8), causal_mask(4)),
@@ -60,11 +65,13 @@ def _reference(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = 
 
 def _attend(scale: Callable[[Tensor, int], Tensor] | None = None, dim: int = -1, fill: float = float("-inf"),
             mask_after: bool = False, invert: bool = False, ignore_mask: bool = False,
-            log: bool = False, return_scores: bool = False) -> Callable[..., tuple[Tensor, Tensor]]:
-    """A wrong attention, one switch per mistake (``scale(raw_scores, d_k)`` replaces ``/ sqrt(d_k)``)."""
+            log: bool = False, return_scores: bool = False,
+            transpose: Callable[[Tensor], Tensor] | None = None) -> Callable[..., tuple[Tensor, Tensor]]:
+    """A wrong attention, one switch per mistake (``scale(raw_scores, d_k)`` replaces ``/ sqrt(d_k)``,
+    ``transpose(key)`` replaces ``key.transpose(-2, -1)``)."""
 
     def attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        raw = query @ key.transpose(-2, -1)  # (..., Lq, Lk)
+        raw = query @ (key.transpose(-2, -1) if transpose is None else transpose(key))  # (..., Lq, Lk)
         d_k = query.size(-1)
         scores = scale(raw, d_k) if scale is not None else raw / math.sqrt(d_k)
         if mask is not None and not ignore_mask and not mask_after:
@@ -165,10 +172,20 @@ MISTAKES = [
             "return the weights after the softmax (each row sums to 1), not the scores.",
             _attend(return_scores=True)),
     Mistake("the softmax runs over the queries (dim=-2), not the keys",
-            "take the softmax over the last dim: `torch.softmax(scores, dim=-1)`, so each query's weights sum to 1.",
+            "each query shares its attention among the keys, so its weights over the keys sum to 1: which dim of "
+            "the scores (..., Lq, Lk) holds the keys? Check with `weights.sum(dim=...)`.",
             _attend(dim=-2)),
-    Mistake("the mask is inverted", "our masks mean True = may attend: hide the positions where the mask is False, "
-            "`scores.masked_fill(~mask, float('-inf'))`.", _attend(invert=True)),
+    Mistake("the key is transposed on its first two dims (`key.transpose(0, 1)`), not its last two",
+            "Q K^T pairs each query with every key *of the same sequence*: swap only the key's last two dims "
+            "(Lk, d_k), whatever batch or head dims come before them; dims 0 and 1 are batch dims here.",
+            _attend(transpose=lambda k: k.transpose(0, 1)), when=lambda case: case.args["key"].dim() > 2),
+    Mistake("`key.T` reverses *all* the dims of a batched key, not just the last two",
+            "on a batched key `.T` gives (d_k, Lk, ..., B): swap only the last two dims (Lk, d_k); PyTorch "
+            "has a name for the transpose of a batch of matrices.",
+            _attend(transpose=lambda k: k.permute(*reversed(range(k.dim())))),
+            when=lambda case: case.args["key"].dim() > 2),
+    Mistake("the mask is inverted", "our masks mean True = may attend, and `masked_fill(m, value)` writes where m "
+            "is True: -inf belongs where the mask is False.", _attend(invert=True)),
     Mistake("the mask is ignored",
             "apply the mask to the scores before the softmax: `scores.masked_fill(~mask, float('-inf'))`.",
             _attend(ignore_mask=True)),
@@ -176,9 +193,10 @@ MISTAKES = [
             "float('-inf') (or `torch.finfo(scores.dtype).min`) so they get weight 0.", _attend(fill=0.0)),
     Mistake("the mask is applied after the softmax",
             "mask the scores before the softmax, so the remaining weights still sum to 1.", _attend(mask_after=True)),
-    Mistake("NaN for the query that may attend to nothing", "a row of all -inf gives softmax 0/0 = NaN: set the "
-            "weights of rows with no allowed key to 0, e.g. `weights.masked_fill(~mask.any(-1, keepdim=True), 0.0)`, "
-            "or fill with `torch.finfo(scores.dtype).min` and zero those rows.", looks_like=_empty_rows_wrong(True)),
+    Mistake("NaN for the query that may attend to nothing", "a row of all -inf gives softmax 0/0 = NaN: find the "
+            "queries with no allowed key (a mask row with no True: an `any` along the keys, keeping the dim so it "
+            "broadcasts) and set their weights to 0; or fill with `torch.finfo(scores.dtype).min` and zero those "
+            "rows.", looks_like=_empty_rows_wrong(True)),
     Mistake("the query that may attend to nothing does not get zero weights", "when a row of the mask is all "
             "False, its weights (and so its output) must be 0, not uniform: "
             "`weights.masked_fill(~mask.any(-1, keepdim=True), 0.0)`.", looks_like=_empty_rows_wrong(False)),
@@ -201,7 +219,7 @@ def check_scaled_dot_product_attention(fn: Callable[..., object]) -> CheckResult
 
     ``query (..., Lq, d_k)``, ``key (..., Lk, d_k)``, ``value (..., Lk, d_v)``, ``mask`` bool
     broadcastable to ``(..., Lq, Lk)`` (True = may attend) -> ``output (..., Lq, d_v)``,
-    ``weights (..., Lq, Lk)``; a query with no allowed key gets zero weights. Five cases; the
+    ``weights (..., Lq, Lk)``; a query with no allowed key gets zero weights. Six cases; the
     first failing one is reported, naming the mistake. Never raises because of the learner's
     code (under ``LESSONS_SRC_STRICT=1`` a failure raises AssertionError).
     """
@@ -210,5 +228,5 @@ def check_scaled_dot_product_attention(fn: Callable[..., object]) -> CheckResult
     failure = run_check(session, fn, cases, _reference, ("output", "weights"), MISTAKES)
     if failure is not None:
         return done(failure)
-    return done(passed(session, f"all {len(cases)} cases match the reference (d_k = 6, 24, 12, 10, 20; unmasked, "
-                                "batched heads, causal, padding, a query that may attend to nothing)"))
+    return done(passed(session, f"all {len(cases)} cases match the reference (d_k = 6, 4, 24, 12, 10, 20; unmasked, "
+                                "batched, batched heads, causal, padding, a query that may attend to nothing)"))
