@@ -58,6 +58,7 @@ REGISTRY = {
     "check_head_contributions": Entry(REFERENCES["check_head_contributions"], (True,)),
     "check_pre_ln_encoder": Entry((block_reference_style, encoder_reference_style), (True, True)),
     "check_apply_rope": Entry((rope_reference,), (False,)),
+    "check_rotary_decode_step": Entry(REFERENCES["check_rotary_decode_step"], (False,)),
     "check_sliding_window_mask": Entry((sliding_window_reference,), (False,)),
     "check_expand_kv": Entry((with_repeat_interleave,), (True,)),
     "check_attend_with_cache": Entry((step_reference,), (True,)),

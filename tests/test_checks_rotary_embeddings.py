@@ -1,9 +1,13 @@
 """The check of exercise 11 (rotary embeddings): correct answers written differently pass; each known mistake is named."""
 
+import math
+
 import torch
+import torch.nn.functional as F
 from checks_learners import REFERENCES, add_fns
 
-from lessons_src.checks.rotary_embeddings import check_apply_rope
+from lessons_src import apply_rope
+from lessons_src.checks.rotary_embeddings import check_apply_rope, check_rotary_decode_step
 
 # -- correct implementations, written differently --------------------------------------------------
 
@@ -193,3 +197,94 @@ for _fn in (complex_style, matrix_style, float32_angles_style):
     add_fns(CHECK, (_fn,))
 for _fn, _named in MISTAKES:
     add_fns(CHECK, (_fn,), _named)
+
+
+# == part 2: a decoding step with a KV cache =========================================================
+
+DECODE = "check_rotary_decode_step"
+
+
+def decode_reference(q, k, v, key_cache, value_cache, cos, sin):
+    position = key_cache.size(-2)  # T tokens cached at 0 .. T-1: the new one is at T
+    q, k = apply_rope(q, cos, sin, position), apply_rope(k, cos, sin, position)
+    key_cache, value_cache = torch.cat([key_cache, k], dim=-2), torch.cat([value_cache, v], dim=-2)
+    weights = torch.softmax(q @ key_cache.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)
+    return weights @ value_cache, key_cache, value_cache
+
+
+REFERENCES[DECODE] = (decode_reference,)
+
+
+def decode_by_hand(q, k, v, key_cache, value_cache, cos, sin):
+    # The rotation written out: pair (x_2i, x_2i+1) turns by the angle in row T of cos/sin.
+    t = key_cache.size(-2)
+    c, s = cos[t].to(q.dtype), sin[t].to(q.dtype)  # (d/2,)
+
+    def rotate(x):
+        a, b = x[..., 0::2], x[..., 1::2]
+        return torch.stack((a * c - b * s, a * s + b * c), dim=-1).flatten(-2)
+
+    keys = torch.cat([key_cache, rotate(k)], dim=-2)
+    values = torch.cat([value_cache, v], dim=-2)
+    return F.scaled_dot_product_attention(rotate(q), keys, values), keys, values
+
+
+def decode_with_position_tensor(q, k, v, key_cache, value_cache, cos, sin):
+    positions = torch.full((1,), key_cache.shape[2])  # a tensor of positions, not an int
+    q, k = (apply_rope(t, cos, sin, positions) for t in (q, k))
+    keys, values = torch.cat((key_cache, k), 2), torch.cat((value_cache, v), 2)
+    scores = torch.einsum("bhqd,bhkd->bhqk", q, keys) * q.size(-1) ** -0.5
+    return scores.softmax(-1) @ values, keys, values
+
+
+def _step(position, rotate=("q", "k"), layout="interleaved", rerotate=False, prepend=False, cache_plain=False,
+          scale=True, keep_caches=False):
+    def rotary_decode_step(q, k, v, key_cache, value_cache, cos, sin):
+        p = position(key_cache.size(-2))
+        turned = {name: apply_rope(t, cos, sin, p, layout=layout) if name in rotate else t
+                  for name, t in (("q", q), ("k", k), ("v", v))}
+        cached = apply_rope(key_cache, cos, sin, layout=layout) if rerotate else key_cache
+        pair = (turned["k"], cached) if prepend else (cached, turned["k"])
+        keys = torch.cat(pair, dim=-2)
+        values = torch.cat((turned["v"], value_cache) if prepend else (value_cache, turned["v"]), dim=-2)
+        scores = turned["q"] @ keys.transpose(-2, -1) / (math.sqrt(q.size(-1)) if scale else 1.0)
+        output = torch.softmax(scores, dim=-1) @ values
+        if cache_plain:
+            keys = torch.cat((key_cache, k), dim=-2)
+        if keep_caches:
+            return output, key_cache, value_cache
+        return output, keys, values
+
+    return rotary_decode_step
+
+
+DECODE_WRONG = [
+    (_step(lambda t: 0), "the positions restart at 0"),
+    (_step(lambda t: t + 1), "position T + 1"),
+    (_step(lambda t: t - 1), "position T - 1"),
+    (_step(lambda t: t, rotate=("q", "k", "v")), "the value is rotated too"),
+    (_step(lambda t: t, rerotate=True), "rotated a second time"),
+    (_step(lambda t: t, rotate=("k",)), "the query is not rotated"),
+    (_step(lambda t: t, rotate=("q",)), "the new key is not rotated"),
+    (_step(lambda t: t, layout="half"), "layouts are mixed"),
+    (_step(lambda t: t, prepend=True), "at the start of the caches"),
+    (_step(lambda t: t, cache_plain=True), "the new key unrotated"),
+    (_step(lambda t: t, scale=False), "not scaled"),
+    (_step(lambda t: t, keep_caches=True), "returned without the new token"),
+]
+
+add_fns(DECODE, (decode_by_hand,))
+add_fns(DECODE, (decode_with_position_tensor,))
+for _fn, _named in DECODE_WRONG:
+    add_fns(DECODE, (_fn,), _named, f"decode-{_named}")
+
+
+def test_a_decoding_step_that_forgets_its_cache_between_calls_fails_on_the_sequence():
+    state = {}
+
+    def stateful(q, k, v, key_cache, value_cache, cos, sin):  # right on single steps, wrong when chained
+        out = decode_reference(q, k, v, key_cache, value_cache, cos, sin)
+        state["calls"] = state.get("calls", 0) + 1
+        return out if state["calls"] <= 5 else (out[0], out[1][..., :0, :], out[2][..., :0, :])
+
+    assert not check_rotary_decode_step(stateful)

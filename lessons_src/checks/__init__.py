@@ -20,7 +20,7 @@ from .layer_norm_placement import check_warmup_lr
 from .masking import check_masks
 from .modern_block import check_rms_norm, check_swiglu
 from .multi_head_attention import check_head_contributions
-from .rotary_embeddings import check_apply_rope
+from .rotary_embeddings import check_apply_rope, check_rotary_decode_step
 from .scaling import check_attention_weights
 from .tiled_attention import check_online_softmax_update
 from .training_attention import check_shift_attention
@@ -33,6 +33,7 @@ __all__ = [
     "check_head_contributions",
     "check_pre_ln_encoder",
     "check_apply_rope",
+    "check_rotary_decode_step",
     "check_sliding_window_mask",
     "check_expand_kv",
     "check_attend_with_cache",

@@ -1,10 +1,16 @@
-"""Check for exercise 11 (chapter "Rotary position embeddings"): ``apply_rope(x, positions, base)``.
+"""Checks for exercise 11 (chapter "Rotary position embeddings"): ``apply_rope`` and a decoding step.
+
+Part 1, :func:`check_apply_rope`: ``apply_rope(x, positions, base)``.
 
 The learner rotates each interleaved pair ``(x_2i, x_2i+1)`` of ``x (..., L, d)`` by the angle
 ``positions[l] * base^(-2i/d)``, RoFormer's convention and ``lessons_src.apply_rope``'s. The
 check compares with the library on several shapes, positions and bases; when the answer is
 wrong it rebuilds the usual mistakes (GPT-NeoX's rotate-half pairing, exponent i/d, rotation
 by -θ, positions ignored, pairs not interleaved back, ...) and names the one that matches.
+
+Part 2, :func:`check_rotary_decode_step`: one decoding step of rotary attention with a KV cache
+(the mistakes: positions restarting at 0 or off by one, v rotated, cached keys rotated again, the
+two layouts mixed, the cache grown wrong; :data:`DECODE_MISTAKES`).
 """
 
 from __future__ import annotations
@@ -17,10 +23,10 @@ from torch import Tensor
 
 from ..device import one_cpu_thread
 from ..rotary import apply_rope, rope_frequencies
-from ._framework import Case, Mistake, Session, done, passed, run_check
+from ._framework import Case, Mistake, Session, done, judge, passed, run_check
 from ._result import CheckResult
 
-__all__ = ["check_apply_rope"]
+__all__ = ["check_apply_rope", "check_rotary_decode_step"]
 
 _NAME = "check_apply_rope"
 _TOL = 1e-5
@@ -185,3 +191,156 @@ def check_apply_rope(fn: Callable[..., object]) -> CheckResult:
         return done(failure)
     return done(passed(session, f"all {len(cases)} cases match lessons_src.apply_rope (batched heads, offset and "
                                 "unordered positions, another base, float64)"))
+
+
+# == part 2: rotary attention at decoding positions ==================================================
+#
+# The learner writes ``rotary_decode_step(q, k, v, key_cache, value_cache, cos, sin)``: one step of
+# causal self-attention with rotary embeddings while generating, for one new token. The cache holds
+# the keys of the T earlier tokens already rotated to positions 0..T-1, and their values; the new
+# token sits at position T. The step rotates q and k to T (never v), appends, and attends. The
+# mistakes are the usual ones of real decoding code: positions restarting at 0, off by one, v
+# rotated, cached keys rotated again, the layouts mixed, the cache grown wrong.
+
+DECODE = "check_rotary_decode_step"
+
+
+def _decode(position: Callable[[int], int] = lambda t: t, rotate_q: bool = True, rotate_k: bool = True,
+            rotate_v: bool = False, rerotate_cache: bool = False, layout: str = "interleaved",
+            prepend: bool = False, cache_unrotated: bool = False, scale: bool = True) -> Callable[..., tuple]:
+    """A decoding step, right by default, with one switch per mistake."""
+
+    def rotary_decode_step(q: Tensor, k: Tensor, v: Tensor, key_cache: Tensor, value_cache: Tensor, cos: Tensor,
+                           sin: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        t = key_cache.size(-2)
+        p = position(t)
+        q_rot = apply_rope(q, cos, sin, p, layout=layout) if rotate_q else q
+        k_rot = apply_rope(k, cos, sin, p, layout=layout) if rotate_k else k
+        v_new = apply_rope(v, cos, sin, p, layout=layout) if rotate_v else v
+        cached = apply_rope(key_cache, cos, sin, 0, layout=layout) if rerotate_cache and t > 0 else key_cache
+        parts_k = [k_rot, cached] if prepend else [cached, k_rot]
+        parts_v = [v_new, value_cache] if prepend else [value_cache, v_new]
+        keys, values = torch.cat(parts_k, dim=-2), torch.cat(parts_v, dim=-2)
+        scores = q_rot @ keys.transpose(-2, -1)
+        if scale:
+            scores = scores / q.size(-1) ** 0.5
+        output = torch.softmax(scores, dim=-1) @ values  # (B, H, 1, d)
+        if cache_unrotated:  # rotated for the attention, but the plain k is what gets cached
+            keys = torch.cat([key_cache, k], dim=-2)
+        return output, keys, values
+
+    return rotary_decode_step
+
+
+_decode_reference = _decode()
+
+
+def _decode_cases() -> list[Case]:
+    g = torch.Generator().manual_seed(1111)
+
+    def case(description: str, b: int, h: int, d: int, t: int, dtype: torch.dtype = torch.float32) -> Case:
+        cos, sin = rope_frequencies(d, 64)
+        rand = lambda length: torch.randn(b, h, length, d, generator=g, dtype=torch.float64).to(dtype)  # noqa: E731
+        # The cache holds keys already rotated to 0..T-1, as the earlier steps left them.
+        key_cache = apply_rope(rand(t), cos, sin, 0) if t else rand(0)
+        args = {"q": rand(1), "k": rand(1), "v": rand(1), "key_cache": key_cache, "value_cache": rand(t),
+                "cos": cos, "sin": sin}
+        return Case(f"{description}: B={b}, H={h}, d={d}, T={t} cached tokens", args, info={"T": t})
+
+    return [
+        case("a step after three cached tokens", 1, 2, 8, 3),
+        case("the first token, an empty cache", 2, 3, 16, 0),
+        case("a step after one cached token", 2, 1, 6, 1),
+        case("a later step, more heads", 1, 4, 8, 9),
+        case("a step in float64", 1, 2, 12, 5, torch.float64),
+    ]
+
+
+_POSITION = ("the new token's position is T, the number of tokens already in the cache (key_cache.size(-2)): "
+             "rotate q and k to that position, e.g. `apply_rope(q, cos, sin, T)`.")
+
+DECODE_MISTAKES = [
+    Mistake("the caches are returned without the new token", "append the new key and value at the end of the "
+            "caches, along the sequence axis (dim -2), and return the grown caches: the next step continues from "
+            "them.", looks_like=lambda case, got: isinstance(got, (tuple, list)) and len(got) == 3
+            and isinstance(got[1], Tensor) and got[1].shape == case.args["key_cache"].shape),
+    Mistake("the positions restart at 0: the new token is rotated to position 0 (that is, not rotated at all)",
+            _POSITION, _decode(lambda t: 0), when=lambda case: case.info["T"] > 0),
+    Mistake("off by one: the new token is rotated to position T + 1 instead of T",
+            "positions count from 0: the T cached tokens sit at 0 .. T-1, so the new one is at T.",
+            _decode(lambda t: t + 1)),
+    Mistake("off by one: the new token is rotated to position T - 1, the last cached token's",
+            "positions count from 0: the T cached tokens sit at 0 .. T-1, so the new one is at T.",
+            _decode(lambda t: t - 1), when=lambda case: case.info["T"] > 0),
+    Mistake("the value is rotated too", "rotate only q and k: their dot product is what carries the relative "
+            "position; values are what gets averaged and must stay as they are.", _decode(rotate_v=True)),
+    Mistake("the cached keys are rotated a second time", "the cache holds keys already rotated to their "
+            "positions when they were new: append the new rotated key to it, and leave the cached ones alone.",
+            _decode(rerotate_cache=True), when=lambda case: case.info["T"] > 0),
+    Mistake("the query is not rotated (only the key is)", _POSITION, _decode(rotate_q=False),
+            when=lambda case: case.info["T"] > 0),
+    Mistake("the new key is not rotated (only the query is)", _POSITION, _decode(rotate_k=False),
+            when=lambda case: case.info["T"] > 0),
+    Mistake("the rotate-half layout is used: the two rotary layouts are mixed",
+            "the cache and this exercise use RoFormer's interleaved pairs (the default of `apply_rope`): do not pass "
+            "`layout=\"half\"`, or rotate pairs (x_2i, x_2i+1) if you wrote the rotation yourself.",
+            _decode(layout="half")),
+    Mistake("the new key and value are put at the start of the caches, not at the end",
+            "append: `torch.cat([key_cache, k_rotated], dim=-2)`; the cache is in position order.",
+            _decode(prepend=True), when=lambda case: case.info["T"] > 0),
+    Mistake("the cache gets the new key unrotated (it was rotated only for the attention)",
+            "put the *rotated* key in the cache: the next steps read it as a key at position T.",
+            _decode(cache_unrotated=True)),
+    Mistake("the scores are not scaled by 1/sqrt(d)", "divide the scores by `math.sqrt(d)` before the softmax.",
+            _decode(scale=False)),
+]
+
+
+def _full_pass(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Causal rotary attention over a whole sequence (B, H, L, d): what token-by-token decoding must equal."""
+    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    scores = q @ k.transpose(-2, -1) / q.size(-1) ** 0.5
+    causal = torch.ones(q.size(-2), q.size(-2), dtype=torch.bool).tril()
+    return torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1) @ v
+
+
+def check_rotary_decode_step(fn: Callable[..., object]) -> CheckResult:
+    """Check exercise 11, part 2: ``fn(q, k, v, key_cache, value_cache, cos, sin)`` returns
+    ``(output, key_cache, value_cache)`` for one new token at position T = ``key_cache.size(-2)``:
+    q and k rotated to T (interleaved layout), the rotated key and the plain value appended, then
+    attention over all T + 1 keys. Five single steps (T = 0, 1, 3, 5, 9; float64 once), then six tokens
+    decoded one by one from an empty cache, each output compared with full causal rotary attention.
+    The mistakes are :data:`DECODE_MISTAKES`.
+    """
+    session = Session(DECODE)
+    cases = _decode_cases()
+    with one_cpu_thread():
+        failure = run_check(session, fn, cases, _decode_reference, ("output", "key_cache", "value_cache"),
+                            DECODE_MISTAKES, tol=_TOL, same_dtype=True)
+        if failure is not None:
+            return done(failure)
+        # A whole sequence, decoded with the learner's own caches from one step to the next.
+        g = torch.Generator().manual_seed(2222)
+        length, d = 6, 8
+        cos, sin = rope_frequencies(d, 64)
+        q, k, v = (torch.randn(1, 2, length, d, generator=g) for _ in range(3))
+        full = _full_pass(q, k, v, cos, sin)  # (1, 2, L, d)
+        key_cache, value_cache = q.new_zeros(1, 2, 0, d), q.new_zeros(1, 2, 0, d)
+        for i in range(length):
+            where = f"decoding a sequence of {length} tokens from an empty cache, step {i + 1}"
+            args = {"q": q[:, :, i:i + 1], "k": k[:, :, i:i + 1], "v": v[:, :, i:i + 1], "key_cache": key_cache,
+                    "value_cache": value_cache, "cos": cos, "sin": sin}
+            got, failure = session.call(where, fn, args)
+            if failure is None:
+                case = Case(where, args, info={"T": i})
+                failure = judge(session, where, case, got, _decode_reference(**args),
+                                ("output", "key_cache", "value_cache"), DECODE_MISTAKES, tol=_TOL, same_dtype=True)
+            if failure is None and not torch.allclose(got[0], full[:, :, i:i + 1], rtol=_TOL, atol=_TOL):
+                failure = session.fail(f"step {i + 1} differs from full causal attention over the sequence ({where})",
+                                       "each step must give the row of the full pass: rotate to the new token's "
+                                       "position, append, attend.")
+            if failure is not None:
+                return done(failure)
+            _, key_cache, value_cache = got
+    return done(passed(session, f"all {len(cases)} steps match (T = 0 to 9, float64), and {length} tokens decoded "
+                                "one by one equal full causal rotary attention"))
