@@ -60,6 +60,7 @@ REGISTRY = {
     "check_apply_rope": Entry((rope_reference,), (False,)),
     "check_rotary_decode_step": Entry(REFERENCES["check_rotary_decode_step"], (False,)),
     "check_sliding_window_mask": Entry((sliding_window_reference,), (False,)),
+    "check_sink_window_mask": Entry(REFERENCES["check_sink_window_mask"], (False,)),
     "check_expand_kv": Entry((with_repeat_interleave,), (True,)),
     "check_attend_with_cache": Entry((step_reference,), (True,)),
     "check_attention_weights": Entry((attention_weights_reference,), (True,)),

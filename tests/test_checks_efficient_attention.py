@@ -3,7 +3,7 @@
 
 import numpy as np
 import torch
-from checks_learners import REFERENCES, add_fns
+from checks_learners import REFERENCES, add, add_fns
 
 from lessons_src.checks.efficient_attention import check_sliding_window_mask
 from lessons_src.masks import sliding_window_mask
@@ -184,3 +184,63 @@ for _fn in (with_tril, with_loops, with_numpy, with_triu_and_float_then_bool, sl
     add_fns(CHECK, (_fn,))
 for _fn, _named in MISTAKES:
     add_fns(CHECK, (_fn,), _named)
+
+
+# == part 2: a sliding window with attention sinks ====================================================
+
+SINKS = "check_sink_window_mask"
+
+
+def sinks_reference(seq_len, window, num_sinks):
+    i, j = torch.arange(seq_len)[:, None], torch.arange(seq_len)[None, :]
+    return (j <= i) & ((i - j < window) | (j < num_sinks))
+
+
+REFERENCES[SINKS] = (sinks_reference,)
+
+
+@add(SINKS)
+def sinks_from_the_window_mask(seq_len, window, num_sinks):
+    # The chapter's causal window, plus the sink columns cut to the causal triangle.
+    sink_columns = torch.zeros(seq_len, seq_len, dtype=torch.bool)
+    sink_columns[:, :num_sinks] = True
+    return sliding_window_mask(seq_len, window) | (sink_columns & torch.ones(seq_len, seq_len, dtype=torch.bool).tril())
+
+
+@add(SINKS)
+def sinks_with_loops(seq_len, window, num_sinks):
+    mask = torch.zeros(seq_len, seq_len, dtype=torch.bool)
+    for i in range(seq_len):
+        for j in range(i + 1):
+            mask[i, j] = i - j < window or j < num_sinks
+    return mask
+
+
+def _sink_variant(edge=lambda off, w: off < w, sink_rows=False, causal_sinks=True, sinks=True, extra=0, causal=True):
+    def sink_window_mask(seq_len, window, num_sinks):
+        i, j = torch.arange(seq_len)[:, None], torch.arange(seq_len)[None, :]
+        band = edge(i - j, window) & ((i - j >= 0) if causal else (i - j > -window))
+        if not sinks:
+            return band
+        sink = (i < num_sinks + extra) if sink_rows else (j < num_sinks + extra)
+        return band | ((sink & (j <= i)) if causal_sinks else sink.expand(seq_len, seq_len))
+
+    return sink_window_mask
+
+
+SINK_WRONG = [
+    (_sink_variant(sinks=False), "the sinks are ignored"),
+    (_sink_variant(causal_sinks=False), "the sinks break causality"),
+    (_sink_variant(sink_rows=True, causal_sinks=False), "the sinks are rows, not columns"),
+    (_sink_variant(edge=lambda off, w: off <= w), "window + 1 recent keys"),
+    (_sink_variant(edge=lambda off, w: off < w - 1), "window - 1 recent keys"),
+    (_sink_variant(extra=1), "num_sinks + 1 sink keys"),
+    (_sink_variant(extra=-1), "num_sinks - 1 sink keys"),
+    (_sink_variant(causal=False), "two-sided"),
+    (lambda seq_len, window, num_sinks: ~sinks_reference(seq_len, window, num_sinks), "inverted"),
+    (lambda seq_len, window, num_sinks: sinks_reference(seq_len, window, num_sinks).float(), "expected torch.bool"),
+    (lambda seq_len, window, num_sinks: torch.zeros(seq_len, seq_len).masked_fill(
+        ~sinks_reference(seq_len, window, num_sinks), float("-inf")), "additive float mask"),
+]
+for _fn, _named in SINK_WRONG:
+    add_fns(SINKS, (_fn,), _named, f"sinks-{_named}")

@@ -11,7 +11,7 @@ from ._result import CheckResult, strict_mode
 from .alibi import check_alibi_bias
 from .attention_from_scratch import check_scaled_dot_product_attention
 from .decoder_and_cross_attention import check_decoder_attention
-from .efficient_attention import check_sliding_window_mask
+from .efficient_attention import check_sink_window_mask, check_sliding_window_mask
 from .encoder_block import check_pre_ln_encoder
 from .grouped_query_and_kv_cache import check_attend_with_cache, check_expand_kv
 from .induction_heads import check_induction_score
@@ -35,6 +35,7 @@ __all__ = [
     "check_apply_rope",
     "check_rotary_decode_step",
     "check_sliding_window_mask",
+    "check_sink_window_mask",
     "check_expand_kv",
     "check_attend_with_cache",
     "check_attention_weights",

@@ -1,4 +1,6 @@
-"""Check for exercise 9 (chapter "Efficient attention"): a causal sliding-window mask.
+"""Checks for exercise 9 (chapter "Efficient attention"): a causal sliding-window mask (part 1,
+:func:`check_sliding_window_mask`), and the same window with attention sinks (part 2,
+:func:`check_sink_window_mask`, mistakes :data:`SINK_MISTAKES`).
 
 Built on ``_framework.py``: the cases (:data:`_CASES`) and the mistakes (:data:`MISTAKES`) are
 tables. A mask of another dtype is judged by its pattern too (``mask != 0``, or ``mask == 0`` for
@@ -13,10 +15,10 @@ import torch
 from torch import Tensor
 
 from ..masks import sliding_window_mask
-from ._framework import Case, Mistake, Session, done, mask_pattern, passed, run_check
+from ._framework import Case, Mistake, Session, done, mask_mistakes, mask_pattern, passed, run_check
 from ._result import CheckResult
 
-__all__ = ["check_sliding_window_mask"]
+__all__ = ["check_sliding_window_mask", "check_sink_window_mask"]
 
 _NAME = "check_sliding_window_mask"
 
@@ -136,3 +138,96 @@ def check_sliding_window_mask(fn: Callable[..., object]) -> CheckResult:
         return done(failure)
     return done(passed(session, f"all {len(_CASES)} cases match the reference (window 1, window = seq_len, "
                                 "window > seq_len, a single token, and general bands)"))
+
+
+# == part 2: a sliding window with attention sinks ==================================================
+#
+# StreamingLLM (Xiao et al., 2024) keeps the first few tokens, the "attention sinks", visible to every
+# later query on top of a causal sliding window: ``sink_window_mask(seq_len, window, num_sinks)``,
+# key j visible to query i when j <= i and (i - j < window or j < num_sinks).
+
+SINKS = "check_sink_window_mask"
+
+
+def _sink_reference(seq_len: int, window: int, num_sinks: int) -> Tensor:
+    offsets = _offsets(seq_len)
+    is_sink = torch.arange(seq_len) < num_sinks  # (L,): the first num_sinks keys
+    return (offsets >= 0) & ((offsets < window) | is_sink[None, :])
+
+
+def _sinks(window_edge: Callable[[Tensor, int], Tensor] = lambda off, w: off < w, causal_sinks: bool = True,
+           sinks_as_rows: bool = False, sinks: bool = True, causal: bool = True, sink_count: int = 0
+           ) -> Callable[[int, int, int], Tensor]:
+    """A sink-window mask with one switch per mistake."""
+
+    def wrong(seq_len: int, window: int, num_sinks: int) -> Tensor:
+        off = _offsets(seq_len)
+        positions = torch.arange(seq_len)
+        band = window_edge(off, window) & ((off >= 0) if causal else (off > -window))
+        if not sinks:
+            return band
+        is_sink = positions < num_sinks + sink_count
+        sink = is_sink[:, None] if sinks_as_rows else is_sink[None, :]
+        sink = sink & (off >= 0) if causal_sinks else sink.expand(seq_len, seq_len)
+        return band | sink
+
+    return wrong
+
+
+def _sink_is(wrong: Callable[[int, int, int], Tensor]) -> Callable[[Case, object], bool]:
+    def predicate(case: Case, got: object) -> bool:
+        pattern, expected = mask_pattern(got), wrong(**case.args)
+        return pattern is not None and pattern.shape == expected.shape and torch.equal(pattern, expected)
+
+    return predicate
+
+
+_SINK_RULE = "key j is visible to query i when j <= i and (i - j < window or j < num_sinks)"
+
+SINK_MISTAKES = [
+    *mask_mistakes(_sink_reference),
+    Mistake("the mask is inverted (True where the query may NOT attend)",
+            "True = may attend, as in `F.scaled_dot_product_attention`: return the allowed pattern, not its complement.",
+            looks_like=_sink_is(lambda **a: ~_sink_reference(**a))),
+    Mistake("the sinks are ignored: this is the plain sliding window",
+            f"also keep the first num_sinks keys visible to every later query: {_SINK_RULE}.",
+            looks_like=_sink_is(_sinks(sinks=False)), when=lambda case: case.args["num_sinks"] > 0),
+    Mistake("the sinks break causality: a query sees sink keys that come after it",
+            "a sink is still a key in the past: the first queries (i < num_sinks) must not see the later sinks. "
+            "Combine the sink columns with the causal condition `j <= i`.",
+            looks_like=_sink_is(_sinks(causal_sinks=False))),
+    Mistake("the sinks are rows, not columns: the sink *queries* see everything, while the other queries do not see "
+            "the sinks", "the sinks are keys every query may look at: mark the first num_sinks *columns* (keys j), "
+            "`j < num_sinks`, broadcast as `[None, :]`.", looks_like=_sink_is(_sinks(sinks_as_rows=True, causal_sinks=False))),
+    Mistake("off by one in the window: each query sees window + 1 recent keys",
+            f"{_SINK_RULE}: a strict `<` on the far edge, the query itself counting as one of the window keys.",
+            looks_like=_sink_is(_sinks(lambda off, w: off <= w))),
+    Mistake("off by one in the window: each query sees only window - 1 recent keys",
+            f"{_SINK_RULE}: `i - j < window`, not `< window - 1`.", looks_like=_sink_is(_sinks(lambda off, w: off < w - 1))),
+    Mistake("off by one in the sinks: num_sinks + 1 sink keys", f"the sinks are keys 0 .. num_sinks - 1: {_SINK_RULE}.",
+            looks_like=_sink_is(_sinks(sink_count=1))),
+    Mistake("off by one in the sinks: num_sinks - 1 sink keys", f"the sinks are keys 0 .. num_sinks - 1: {_SINK_RULE}.",
+            looks_like=_sink_is(_sinks(sink_count=-1)), when=lambda case: case.args["num_sinks"] > 0),
+    Mistake("the window is not causal: it is two-sided around the query",
+            f"a decoder's window looks back only: {_SINK_RULE}.", looks_like=_sink_is(_sinks(causal=False))),
+    Mistake("the mask is not causal: some queries see future keys (j > i)",
+            f"{_SINK_RULE}; check with `(mask & ~torch.ones(L, L, dtype=torch.bool).tril()).any()`, which must be "
+            "False.", looks_like=lambda case, got: _future_visible(case, got)),
+]
+
+
+def check_sink_window_mask(fn: Callable[..., object]) -> CheckResult:
+    """Check a learner's ``fn(seq_len, window, num_sinks) -> bool (L, L)`` (exercise 9, part 2): a causal
+    sliding window of ``window`` keys plus the first ``num_sinks`` keys (attention sinks) visible to every
+    later query. Six cases (no sinks, more sinks than the window, window >= seq_len, a single token, ...);
+    the mistakes are :data:`SINK_MISTAKES`.
+    """
+    session = Session(SINKS)
+    shapes = [(8, 3, 2), (10, 2, 1), (7, 1, 0), (9, 2, 4), (6, 8, 1), (1, 1, 1)]
+    cases = [Case(f"seq_len={L}, window={w}, num_sinks={s}", {"seq_len": L, "window": w, "num_sinks": s},
+                  info={"seq_len": L}) for L, w, s in shapes]
+    failure = run_check(session, fn, cases, _sink_reference, ("mask",), SINK_MISTAKES)
+    if failure is not None:
+        return done(failure)
+    return done(passed(session, f"all {len(cases)} cases match (no sinks, more sinks than the window, window >= "
+                                "seq_len, a single token, and general cases)"))
