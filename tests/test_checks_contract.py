@@ -55,6 +55,7 @@ load()  # every test_checks_*.py registers its check's reference in REFERENCES
 REGISTRY = {
     "check_scaled_dot_product_attention": Entry(REFERENCES["check_scaled_dot_product_attention"], (True,)),
     "check_masks": Entry((causal_tril, padding_compare, combine_index), (False, False, False)),
+    "check_document_causal_mask": Entry(REFERENCES["check_document_causal_mask"], (False,)),
     "check_head_contributions": Entry(REFERENCES["check_head_contributions"], (True,)),
     "check_pre_ln_encoder": Entry((block_reference_style, encoder_reference_style), (True, True)),
     "check_apply_rope": Entry((rope_reference,), (False,)),

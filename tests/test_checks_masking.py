@@ -2,7 +2,7 @@
 
 import numpy as np
 import torch
-from checks_learners import REFERENCES, add_fns
+from checks_learners import REFERENCES, add, add_fns
 
 from lessons_src import causal_mask, padding_mask
 from lessons_src.checks.masking import check_masks
@@ -279,3 +279,71 @@ for _fn, _named in PADDING_MISTAKES:
     add_fns(CHECK, (causal_tril, _fn, combine_index), _named, f"padding-{_fn.__name__}")
 for _fn, _named in COMBINE_MISTAKES:
     add_fns(CHECK, (causal_tril, padding_compare, _fn), _named, f"combine-{_fn.__name__}")
+
+
+# == part 2: packed documents ===========================================================================
+
+DOCUMENTS = "check_document_causal_mask"
+
+
+def documents_reference(doc_ids):
+    L = doc_ids.size(-1)
+    return (doc_ids[:, :, None] == doc_ids[:, None, :]) & torch.ones(L, L, dtype=torch.bool).tril()
+
+
+REFERENCES[DOCUMENTS] = (documents_reference,)
+
+
+@add(DOCUMENTS)
+def documents_with_loops(doc_ids):
+    B, L = doc_ids.shape
+    mask = torch.zeros(B, L, L, dtype=torch.bool)
+    for b in range(B):
+        for i in range(L):
+            for j in range(i + 1):
+                mask[b, i, j] = bool(doc_ids[b, i] == doc_ids[b, j])
+    return mask
+
+
+@add(DOCUMENTS)
+def documents_from_block_diagonals(doc_ids):
+    # One lower triangle per document, laid along the diagonal of each row.
+    masks = []
+    for row in doc_ids:
+        sizes = torch.unique_consecutive(row, return_counts=True)[1].tolist()
+        masks.append(torch.block_diag(*[torch.ones(n, n, dtype=torch.bool).tril() for n in sizes]))
+    return torch.stack(masks)
+
+
+@add(DOCUMENTS)
+def documents_with_library_mask(doc_ids):
+    return causal_mask(doc_ids.size(1)) & doc_ids.unsqueeze(2).eq(doc_ids.unsqueeze(1))
+
+
+def _documents(same=True, causal=True, diagonal=True, first_row=False, transposed=False):
+    def document_causal_mask(doc_ids):
+        L = doc_ids.size(-1)
+        ids = doc_ids[:1] if first_row else doc_ids
+        mask = (ids[:, :, None] == ids[:, None, :]) if same else torch.ones(ids.size(0), L, L, dtype=torch.bool)
+        if causal:
+            mask = mask & torch.ones(L, L, dtype=torch.bool).tril(0 if diagonal else -1)
+        mask = mask.expand(doc_ids.size(0), L, L)
+        return mask.transpose(-2, -1) if transposed else mask
+
+    return document_causal_mask
+
+
+DOCUMENT_WRONG = [
+    (_documents(same=False), "the documents leak into each other"),
+    (_documents(causal=False), "the mask is not causal"),
+    (_documents(diagonal=False), "the diagonal is missing"),
+    (_documents(transposed=True), "transposed"),
+    (_documents(first_row=True), "every row of the batch gets the first row's mask"),
+    (lambda doc_ids: ~documents_reference(doc_ids), "inverted"),
+    (lambda doc_ids: documents_reference(doc_ids).float(), "expected torch.bool"),
+    (lambda doc_ids: torch.zeros(doc_ids.shape + doc_ids.shape[-1:]).masked_fill(~documents_reference(doc_ids),
+                                                                                  float("-inf")), "additive float mask"),
+    (lambda doc_ids: doc_ids == doc_ids, "one row per batch"),
+]
+for _fn, _named in DOCUMENT_WRONG:
+    add_fns(DOCUMENTS, (_fn,), _named, f"documents-{_named}")

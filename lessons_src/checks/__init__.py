@@ -17,7 +17,7 @@ from .grouped_query_and_kv_cache import check_attend_with_cache, check_expand_kv
 from .induction_heads import check_induction_score
 from .language_model import check_next_token_probs
 from .layer_norm_placement import check_warmup_lr
-from .masking import check_masks
+from .masking import check_document_causal_mask, check_masks
 from .modern_block import check_rms_norm, check_swiglu
 from .multi_head_attention import check_head_contributions
 from .rotary_embeddings import check_apply_rope, check_rotary_decode_step
@@ -30,6 +30,7 @@ __all__ = [
     "strict_mode",
     "check_scaled_dot_product_attention",
     "check_masks",
+    "check_document_causal_mask",
     "check_head_contributions",
     "check_pre_ln_encoder",
     "check_apply_rope",

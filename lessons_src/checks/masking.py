@@ -1,4 +1,6 @@
-"""Check for exercise 3 (chapter "Masking"): causal and padding masks, and their combination.
+"""Checks for exercise 3 (chapter "Masking"): causal and padding masks and their combination (part 1,
+:func:`check_masks`), and the causal mask of packed documents (part 2, :func:`check_document_causal_mask`,
+mistakes :data:`DOCUMENT_MISTAKES`).
 
 The learner writes three functions; every mask is boolean with **True = may attend**:
 
@@ -34,7 +36,7 @@ from ._framework import (
 )
 from ._result import CheckResult
 
-__all__ = ["check_masks"]
+__all__ = ["check_masks", "check_document_causal_mask"]
 
 CHECK = "check_masks"
 
@@ -215,3 +217,90 @@ def check_masks(
             return done(failure)
         counts.append(f"{label} on {len(cases)} cases")
     return done(passed(Session(CHECK), "all three functions match the reference: " + ", ".join(counts)))
+
+
+# == part 2: packed sequences ===========================================================================
+#
+# LLM pre-training packs several short documents into one row of the batch so that no position is
+# padding; a document must then not see the one before it. ``document_causal_mask(doc_ids)``:
+# doc_ids (B, L) integers, the document of each position (non-decreasing along L) -> bool (B, L, L),
+# True where key j is in query i's document and j <= i.
+
+DOCUMENTS = "check_document_causal_mask"
+
+
+def _document_reference(doc_ids: Tensor) -> Tensor:
+    same = doc_ids[:, :, None] == doc_ids[:, None, :]  # (B, L, L): query i's document is key j's
+    return same & causal_mask(doc_ids.size(-1), device=doc_ids.device)
+
+
+def _document_cases() -> list[Case]:
+    rows = [
+        ("two rows of three and two documents", [[0, 0, 1, 1, 1, 2], [5, 5, 5, 5, 6, 6]]),
+        ("one row, a one-token document in the middle", [[3, 3, 4, 7, 7, 7, 7]]),
+        ("one document per row (plain causal)", [[0, 0, 0, 0], [2, 2, 2, 2], [1, 1, 1, 1]]),
+        ("every token its own document", [[0, 1, 2, 3, 4]]),
+        ("a single token", [[9]]),
+    ]
+    return [Case(f"{text}: doc_ids {ids}", {"doc_ids": torch.tensor(ids)}) for text, ids in rows]
+
+
+def _doc_variant(causal: bool = True, same: bool = True, diagonal: bool = True, rows_only: bool = False,
+                 transposed: bool = False) -> Callable[[Tensor], Tensor]:
+    def wrong(doc_ids: Tensor) -> Tensor:
+        L = doc_ids.size(-1)
+        mask = torch.ones(doc_ids.size(0), L, L, dtype=torch.bool)
+        if same:
+            mask &= doc_ids[:, :, None] == doc_ids[:, None, :]
+        if causal:
+            mask &= causal_mask(L) if diagonal else torch.ones(L, L, dtype=torch.bool).tril(-1)
+        if rows_only:
+            mask = mask[:1].expand_as(mask)
+        return mask.transpose(-2, -1) if transposed else mask
+
+    return wrong
+
+
+_DOC_RULE = "key j is visible to query i when both are in the same document (doc_ids equal) and j <= i"
+
+DOCUMENT_MISTAKES = [
+    *mask_mistakes(_document_reference),
+    Mistake(_INVERTED, _POLARITY_FIX + "return the allowed pattern itself, not its complement.",
+            looks_like=pattern_is(lambda doc_ids: ~_document_reference(doc_ids))),
+    Mistake("the documents leak into each other: this is the plain causal mask",
+            f"a token must not see an earlier document packed into the same row: {_DOC_RULE}.",
+            looks_like=pattern_is(_doc_variant(same=False))),
+    Mistake("the mask is not causal: a token sees the later tokens of its own document",
+            f"packing does not change causality: {_DOC_RULE}. Combine the same-document test with `j <= i` (`&`).",
+            looks_like=pattern_is(_doc_variant(causal=False))),
+    Mistake("the diagonal is missing: a token does not see itself (the first token of each document sees nothing)",
+            f"{_DOC_RULE}: `j <= i`, not `j < i`.", looks_like=pattern_is(_doc_variant(diagonal=False))),
+    Mistake("the mask is transposed: rows are keys and columns queries",
+            "rows are queries i, columns keys j: compare `doc_ids[:, :, None]` (query) with `doc_ids[:, None, :]` "
+            "(key), and keep the lower triangle.", looks_like=pattern_is(_doc_variant(transposed=True))),
+    Mistake("every row of the batch gets the first row's mask",
+            "each row packs its own documents: compare doc ids within each row, keeping the batch dim "
+            "(`doc_ids[:, :, None] == doc_ids[:, None, :]`, shape (B, L, L)).",
+            looks_like=pattern_is(_doc_variant(rows_only=True)),
+            when=lambda case: case.args["doc_ids"].size(0) > 1),
+    Mistake("the mask has one row per batch, not one (L, L) matrix per row: shape {shape}",
+            "compare every query's document with every key's: broadcast a `(B, L, 1)` view against a `(B, 1, L)` "
+            "one, which gives `(B, L, L)`.",
+            looks_like=lambda case, got: isinstance(got, Tensor) and tuple(got.shape) == tuple(case.args["doc_ids"].shape)
+            and {"shape": tuple(got.shape)}),
+]
+
+
+def check_document_causal_mask(fn: Callable[..., object]) -> CheckResult:
+    """Check exercise 3, part 2: ``fn(doc_ids) -> bool (B, L, L)``, the causal mask of packed documents
+    (True where key j is in query i's document and j <= i). Five cases (several rows, a one-token
+    document, one document per row, every token its own document, a single token); the mistakes are
+    :data:`DOCUMENT_MISTAKES`.
+    """
+    session = Session(DOCUMENTS)
+    cases = _document_cases()
+    failure = run_check(session, fn, cases, _document_reference, ("mask",), DOCUMENT_MISTAKES)
+    if failure is not None:
+        return done(failure)
+    return done(passed(session, f"all {len(cases)} cases match (several rows, one-token documents, one document per "
+                                "row, a single token)"))
