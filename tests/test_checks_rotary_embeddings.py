@@ -153,12 +153,12 @@ def stub(x, positions, base=10000.0):
 
 
 MISTAKES = [
-    (rotate_half, "you rotated the halves, pairing x_i with x_(i + d/2)"),
+    (rotate_half, "you rotated the halves, pairing x_p with x_(p + d_k/2)"),
     (not_interleaved_back, "returned as [all first coordinates, all second coordinates]"),
-    (exponent_i_over_d, "the frequency exponent is i/d instead of 2i/d"),
-    (exponent_4i_over_d, "the frequency exponent is 4i/d"),
+    (exponent_i_over_d, "the frequency exponent is p/d_k instead of 2p/d_k"),
+    (exponent_4i_over_d, "the frequency exponent is 4p/d_k"),
     (positive_exponent, "the frequency exponent has the wrong sign"),
-    (minus_theta, "the rotation goes the wrong way (by -mθ): a sign error"),
+    (minus_theta, "the rotation goes the wrong way (by -iθ): a sign error"),
     (swapped_cos_sin, "cos and sin are swapped"),
     (same_rotation_everywhere, "positions are not applied: every position gets the same rotation"),
     (no_rotation, "x is returned unrotated"),
@@ -260,8 +260,8 @@ def _step(position, rotate=("q", "k"), layout="interleaved", rerotate=False, pre
 
 DECODE_WRONG = [
     (_step(lambda t: 0), "the positions restart at 0"),
-    (_step(lambda t: t + 1), "position T + 1"),
-    (_step(lambda t: t - 1), "position T - 1"),
+    (_step(lambda t: t + 1), "position n + 1"),
+    (_step(lambda t: t - 1), "position n - 1"),
     (_step(lambda t: t, rotate=("q", "k", "v")), "the value is rotated too"),
     (_step(lambda t: t, rerotate=True), "rotated a second time"),
     (_step(lambda t: t, rotate=("k",)), "the query is not rotated"),

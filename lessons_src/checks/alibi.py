@@ -83,7 +83,7 @@ def _not_power_of_2(case: Case) -> bool:
 
 MISTAKES = [
     Mistake("the sign is reversed: the bias rewards distant keys instead of penalising them",
-            "the bias is -m_h * (i - j): zero for the query's own position, more negative further back.",
+            "the bias is -β_h * (i - j): zero for the query's own position, more negative further back.",
             _bias(sign=1.0)),
     Mistake("the queries are placed at the first positions, not the last (len_q < len_k)",
             "with a KV cache the new queries are the *last* len_q of the len_k positions: query i sits at position "
@@ -93,7 +93,7 @@ MISTAKES = [
             "head 0 gets the steepest slope, 2^(-8/H) = {first} here, and each next head's slope is that much "
             "smaller.", _bias(slopes=lambda n: _paper(n)[::-1])),
     Mistake("the slopes are 1/2, 1/4, ... whatever the number of heads: they must depend on H",
-            "the paper's slopes for H heads (H a power of 2) are 2^(-8h/H), h = 1..H: for H={num_heads} the first "
+            "the paper's slopes for H heads (H a power of 2) are 2^(-8(h+1)/H) for heads h = 0 .. H-1: for H={num_heads} the first "
             "is {first}, and the last is always 2^-8.", _bias(slopes=lambda n: [2.0 ** -(h + 1) for h in range(n)])),
     Mistake("for H not a power of 2, the slopes are 2^(-8h/H) instead of the paper's rule",
             "for H={num_heads}: take the slopes of the largest power of 2 below H, then every other slope of twice "
@@ -111,7 +111,7 @@ HINTS = [(r"arange|expected.*Long|Float but found",
 def check_alibi_bias(fn: Callable[..., object]) -> CheckResult:
     """Check a learner's ``fn(num_heads, len_q, len_k) -> bias (num_heads, len_q, len_k)`` (exercise 13).
 
-    ``bias[h, i, j] = -m_h * (len_k - len_q + i - j)`` with the paper's slopes ``m_h``; entries for
+    ``bias[h, i, j] = -β_h * (len_k - len_q + i - j)`` with the paper's slopes ``β_h``; entries for
     keys after their query are not compared. Seven cases; the first failing one is reported,
     naming the mistake. Never raises because of the learner's code (under
     ``LESSONS_SRC_STRICT=1`` a failure raises AssertionError).

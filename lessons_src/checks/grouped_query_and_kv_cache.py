@@ -1,6 +1,6 @@
 """Checks for exercise 10 (chapter "Grouped-query attention and the KV cache").
 
-``check_expand_kv``: expanding ``(B, H_kv, L, d)`` keys or values to ``(B, H, L, d)``.
+``check_expand_kv``: expanding ``(B, H_kv, L, d_k)`` keys or values to ``(B, H, L, d_k)``.
 ``check_attend_with_cache``: one decoding step of grouped-query attention with a KV cache.
 """
 
@@ -32,12 +32,12 @@ def _generator(seed: int) -> torch.Generator:
 
 
 def _expand(kv: Tensor, num_heads: int) -> Tensor:
-    """The reference: (B, H_kv, L, d) -> (B, H, L, d), query head h gets KV head h // group."""
+    """The reference: (B, H_kv, L, d_k) -> (B, H, L, d_k), query head h gets KV head h // group."""
     return kv.repeat_interleave(num_heads // kv.size(1), dim=1)
 
 
 def _heads_used(result: Tensor, kv: Tensor) -> list[int | None]:
-    """For each head of ``result`` (B, H, L, d), the head of ``kv`` it copies (None: no match)."""
+    """For each head of ``result`` (B, H, L, d_k), the head of ``kv`` it copies (None: no match)."""
     used: list[int | None] = []
     for h in range(result.size(1)):
         match = [g for g in range(kv.size(1)) if torch.allclose(result[:, h].double(), kv[:, g].double())]
@@ -62,13 +62,13 @@ def _expand_cases() -> list[_ExpandCase]:
         return torch.randn(*shape, generator=g)
 
     # Shapes chosen so that expanding the wrong dimension never gives the right shape by accident.
-    # The last case is a transposed view, as in a model: (B, L, H_kv, d) -> (B, H_kv, L, d).
+    # The last case is a transposed view, as in a model: (B, L, H_kv, d_k) -> (B, H_kv, L, d_k).
     return [
-        _ExpandCase("B=2, H_kv=2 -> H=8 heads, L=3, d=5 (groups of 4)", rand(2, 2, 3, 5), 8),
-        _ExpandCase("B=1, H_kv=1 -> H=4 (multi-query), L=6, d=3", rand(1, 1, 6, 3), 4),
-        _ExpandCase("B=2, H_kv=4 -> H=4 (multi-head: nothing to expand), L=3, d=2", rand(2, 4, 3, 2), 4),
-        _ExpandCase("B=3, H_kv=3 -> H=6 (groups of 2), L=2, d=7", rand(3, 3, 2, 7), 6),
-        _ExpandCase("B=2, H_kv=2 -> H=6, L=5, d=3, a non-contiguous view from .transpose(1, 2)",
+        _ExpandCase("B=2, H_kv=2 -> H=8 heads, L=3, d_k=5 (groups of 4)", rand(2, 2, 3, 5), 8),
+        _ExpandCase("B=1, H_kv=1 -> H=4 (multi-query), L=6, d_k=3", rand(1, 1, 6, 3), 4),
+        _ExpandCase("B=2, H_kv=4 -> H=4 (multi-head: nothing to expand), L=3, d_k=2", rand(2, 4, 3, 2), 4),
+        _ExpandCase("B=3, H_kv=3 -> H=6 (groups of 2), L=2, d_k=7", rand(3, 3, 2, 7), 6),
+        _ExpandCase("B=2, H_kv=2 -> H=6, L=5, d_k=3, a non-contiguous view from .transpose(1, 2)",
                     rand(2, 5, 2, 3).transpose(1, 2), 6),
     ]
 
@@ -133,9 +133,9 @@ _VIEW_HINT = (r"view size is not compatible",
 
 
 def check_expand_kv(fn: Callable[..., object]) -> CheckResult:
-    """Check a learner's ``fn(kv, num_heads) -> (B, num_heads, L, d)`` (exercise 10, part 1).
+    """Check a learner's ``fn(kv, num_heads) -> (B, num_heads, L, d_k)`` (exercise 10, part 1).
 
-    ``kv`` is ``(B, H_kv, L, d)``; query head h must get KV head ``h // (num_heads // H_kv)``, the
+    ``kv`` is ``(B, H_kv, L, d_k)``; query head h must get KV head ``h // (num_heads // H_kv)``, the
     convention of ``F.scaled_dot_product_attention(..., enable_gqa=True)`` and of
     ``lessons_src.GroupedQueryAttention``. Five cases: groups of 4, multi-query, multi-head (no
     expansion), groups of 2 with odd sizes, and a non-contiguous input. Names: ``repeat``/tiling
@@ -157,15 +157,15 @@ def check_expand_kv(fn: Callable[..., object]) -> CheckResult:
 
 @dataclass(frozen=True)
 class _Step:
-    query: Tensor  # (B, H, 1, d)
-    key_cache: Tensor  # (B, H_kv, T, d)
+    query: Tensor  # (B, H, 1, d_k)
+    key_cache: Tensor  # (B, H_kv, n, d_k)
     value_cache: Tensor
-    key_new: Tensor  # (B, H_kv, 1, d)
+    key_new: Tensor  # (B, H_kv, 1, d_k)
     value_new: Tensor
 
 
 def _reference_step(step: _Step) -> tuple[Tensor, Tensor, Tensor]:
-    key = torch.cat([step.key_cache, step.key_new], dim=2)  # (B, H_kv, T + 1, d)
+    key = torch.cat([step.key_cache, step.key_new], dim=2)  # (B, H_kv, n + 1, d_k)
     value = torch.cat([step.value_cache, step.value_new], dim=2)
     num_heads = step.query.size(1)
     out, _ = scaled_dot_product_attention(step.query, _expand(key, num_heads), _expand(value, num_heads))
@@ -192,7 +192,7 @@ def _step_fn(grouping: str = "interleave", scale: bool = True, prepend: bool = F
 
 
 def _cache_shape(label: str, shape: Callable[[int, int, int, int], tuple[int, ...]]) -> Callable[[Case, object], object]:
-    """A predicate: the returned cache ``label`` has ``shape(B, H_kv, T + 1, d)``; gives the fields for the name."""
+    """A predicate: the returned cache ``label`` has ``shape(B, H_kv, n + 1, d_k)``; gives the fields for the name."""
 
     def predicate(case: Case, got: object) -> dict[str, object] | None:
         index = 1 if label == "key_cache" else 2
@@ -216,7 +216,7 @@ def _nan_output(case: Case, got: object) -> bool:
             and not got[0].dtype.is_complex and bool(got[0].isnan().any()))
 
 
-_APPEND = "the cache is (B, H_kv, T, d) and grows in T: `torch.cat([key_cache, key_new], dim=2)`."
+_APPEND = "the cache is (B, H_kv, n, d_k) and grows in n: `torch.cat([key_cache, key_new], dim=2)`."
 
 STEP_MISTAKES = [
     Mistake("the cache was appended along dim 1 (the heads), not along the sequence (dim 2)", _APPEND,
@@ -226,12 +226,12 @@ STEP_MISTAKES = [
     Mistake("the cache was appended along the last dim (the features), not along the sequence (dim 2)", _APPEND,
             looks_like=_cache_shape("key_cache", lambda B, H, L, d: (B, H, L - 1, 2 * d) if L == 2 else None)),
     Mistake("the cache holds the expanded keys/values ({heads} heads), not the H_kv={H_kv} shared ones",
-            "cache the small (B, H_kv, T, d) tensors and expand a copy for the attention: that is the memory "
+            "cache the small (B, H_kv, n, d_k) tensors and expand a copy for the attention: that is the memory "
             "grouped-query attention saves.",
             looks_like=lambda case, got: (lambda f: f if f and f["heads"] != f["H_kv"] else None)(
                 _cache_shape("key_cache", lambda B, H, L, d: (B, case.args["query"].size(1), L, d))(case, got))),
     Mistake("the returned {label} was not updated with the new token",
-            "return the caches with the new key and value appended (T + 1 positions), so that the next step sees "
+            "return the caches with the new key and value appended (n + 1 positions), so that the next step sees "
             "this token.", looks_like=lambda case, got: _cache_shape("key_cache", lambda B, H, L, d: (B, H, L - 1, d))(
                 case, got) or _cache_shape("value_cache", lambda B, H, L, d: (B, H, L - 1, d))(case, got)),
     Mistake("the key and value caches are returned in the wrong order", "return `(output, key_cache, value_cache)`.",
@@ -239,7 +239,7 @@ STEP_MISTAKES = [
     Mistake("wrong grouping: query head h attended to KV head h % H_kv (`repeat`/tiling), not h // (H / H_kv)",
             f"{_CONVENTION}: expand with `repeat_interleave` (your `expand_kv` from part 1), not `repeat`.",
             _step_fn(grouping="tile")),
-    Mistake("the scores are not scaled", "divide the scores q Kᵀ by sqrt(d), as in every attention.",
+    Mistake("the scores are not scaled", "divide the scores q Kᵀ by sqrt(d_k), as in every attention.",
             _step_fn(scale=False)),
     Mistake("the new key is put in front of the cache, not appended at the end",
             "append: `torch.cat([key_cache, key_new], dim=2)`; position t must stay at index t of the cache "
@@ -251,14 +251,14 @@ STEP_MISTAKES = [
     Mistake("the new token does not attend to its own key and value",
             "append the new key and value to the caches *before* attending: the new token is one of the keys it "
             "looks at.", _step_fn(without_new=True), when=lambda case: case.args["key_cache"].size(2) > 0),
-    Mistake("the output contains NaN", "with an empty cache (T = 0) the new token is the only key: append before "
+    Mistake("the output contains NaN", "with an empty cache (n = 0) the new token is the only key: append before "
             "attending, and do not mask it out.", looks_like=_nan_output),
 ]
 
 _CACHE_HINTS = [
     _VIEW_HINT,
     (r"Sizes of tensors must match except in dimension (?P<axis>[013]|-[134])\b",
-     "the cache is (B, H_kv, T, d) and grows in T, one position per step: `torch.cat([key_cache, key_new], dim=2)`.",
+     "the cache is (B, H_kv, n, d_k) and grows in n, one position per step: `torch.cat([key_cache, key_new], dim=2)`.",
      "the cache was appended along dim \\g<axis>, not along the sequence (dim 2)"),
 ]
 
@@ -287,8 +287,8 @@ def _step(seed: int, B: int, num_heads: int, num_kv_heads: int, head_dim: int, p
 def check_attend_with_cache(fn: Callable[..., object]) -> CheckResult:
     """Check ``fn(query, key_cache, value_cache, key_new, value_new) -> (output, key_cache, value_cache)``.
 
-    Exercise 10, part 2: one decoding step of grouped-query attention. ``query`` is ``(B, H, 1, d)``,
-    the caches ``(B, H_kv, T, d)`` (T may be 0), the new key/value ``(B, H_kv, 1, d)``. Cases: a cache
+    Exercise 10, part 2: one decoding step of grouped-query attention. ``query`` is ``(B, H, 1, d_k)``,
+    the caches ``(B, H_kv, n, d_k)`` (n may be 0), the new key/value ``(B, H_kv, 1, d_k)``. Cases: a cache
     of 3 positions, an empty cache, multi-query, and six steps decoded from an empty cache, feeding
     back the learner's own caches, compared with the full causal pass. Names: a cache appended along
     the wrong axis (heads, batch or features), prepended instead of appended, not returned updated,
@@ -297,10 +297,10 @@ def check_attend_with_cache(fn: Callable[..., object]) -> CheckResult:
     """
     session = Session("check_attend_with_cache", _CACHE_HINTS)
     outputs = ("output", "key_cache", "value_cache")
-    configs = [  # (description, seed, B, H, H_kv, d, cached positions T)
-        ("B=2, H=4 query heads, H_kv=2, d=8, a cache of T=3 positions", 1, 2, 4, 2, 8, 3),
-        ("B=1, H=6, H_kv=3, d=4, an empty cache (T=0)", 2, 1, 6, 3, 4, 0),
-        ("B=2, H=4, H_kv=1 (multi-query), d=8, T=5", 3, 2, 4, 1, 8, 5),
+    configs = [  # (description, seed, B, H, H_kv, d, cached positions n)
+        ("B=2, H=4 query heads, H_kv=2, d_k=8, a cache of n=3 positions", 1, 2, 4, 2, 8, 3),
+        ("B=1, H=6, H_kv=3, d_k=4, an empty cache (n=0)", 2, 1, 6, 3, 4, 0),
+        ("B=2, H=4, H_kv=1 (multi-query), d_k=8, n=5", 3, 2, 4, 1, 8, 5),
     ]
     n = len(configs) + 1
     cases = [_step_case(description, _step(seed, B, H, H_kv, d, past))
@@ -312,11 +312,11 @@ def check_attend_with_cache(fn: Callable[..., object]) -> CheckResult:
     # Decode a whole sequence from an empty cache, feeding back the learner's caches.
     B, num_heads, num_kv_heads, head_dim, L = 2, 4, 2, 8, 6
     g = _generator(4)
-    query = torch.randn(B, num_heads, L, head_dim, generator=g)  # (B, H, L, d)
-    key = torch.randn(B, num_kv_heads, L, head_dim, generator=g)  # (B, H_kv, L, d)
+    query = torch.randn(B, num_heads, L, head_dim, generator=g)  # (B, H, L, d_k)
+    key = torch.randn(B, num_kv_heads, L, head_dim, generator=g)  # (B, H_kv, L, d_k)
     value = torch.randn(B, num_kv_heads, L, head_dim, generator=g)
     full, _ = scaled_dot_product_attention(query, _expand(key, num_heads), _expand(value, num_heads),
-                                           causal_mask(L))  # (B, H, L, d)
+                                           causal_mask(L))  # (B, H, L, d_k)
     key_cache = torch.zeros(B, num_kv_heads, 0, head_dim)
     value_cache = torch.zeros(B, num_kv_heads, 0, head_dim)
     for t in range(L):

@@ -2,10 +2,10 @@
 
 Part 1, :func:`check_apply_rope`: ``apply_rope(x, positions, base)``.
 
-The learner rotates each interleaved pair ``(x_2i, x_2i+1)`` of ``x (..., L, d)`` by the angle
-``positions[l] * base^(-2i/d)``, RoFormer's convention and ``lessons_src.apply_rope``'s. The
+The learner rotates each interleaved pair ``(x_2p, x_2p+1)`` of ``x (..., L, d_k)`` by the angle
+``positions[l] * base^(-2p/d_k)``, RoFormer's convention and ``lessons_src.apply_rope``'s. The
 check compares with the library on several shapes, positions and bases; when the answer is
-wrong it rebuilds the usual mistakes (GPT-NeoX's rotate-half pairing, exponent i/d, rotation
+wrong it rebuilds the usual mistakes (GPT-NeoX's rotate-half pairing, exponent p/d_k, rotation
 by -θ, positions ignored, pairs not interleaved back, ...) and names the one that matches.
 
 Part 2, :func:`check_rotary_decode_step`: one decoding step of rotary attention with a KV cache
@@ -48,7 +48,7 @@ def _cases() -> list[_Case]:
 
     return [
         _Case("x (6, 8), positions 0..5, default base", rand(6, 8), torch.arange(6), None),
-        _Case("x (2, 3, 5, 16) = (B, H, L, d), positions 0..4, base=10000.0", rand(2, 3, 5, 16), torch.arange(5),
+        _Case("x (2, 3, 5, 16) = (B, H, L, d_k), positions 0..4, base=10000.0", rand(2, 3, 5, 16), torch.arange(5),
               10000.0),
         _Case("x (4, 8), positions 7..10 (a decoding step after 7 cached tokens)", rand(4, 8), torch.arange(7, 11),
               None),
@@ -95,7 +95,7 @@ def _correct_exponent(i: Tensor, d: int) -> Tensor:
     return -2 * i / d
 
 
-_FORMULA = "θ_i = base ** (-2 * i / d) for pair i = 0 .. d/2 - 1 (i.e. `base ** (-torch.arange(0, d, 2) / d)`)"
+_FORMULA = "θ_p = base ** (-2 * p / d_k) for pair p = 0 .. d_k/2 - 1 (i.e. `base ** (-torch.arange(0, d_k, 2) / d_k)`)"
 
 
 def _wrong(exponent: Callable[[Tensor, int], Tensor] = _correct_exponent, same_positions: bool = False,
@@ -126,44 +126,44 @@ def _angles_wrong(case: Case, got: object) -> bool:
 
 
 MISTAKES = [
-    Mistake("one coordinate per pair is returned: the last dim is d/2, not d",
-            "you returned one coordinate per pair: return both, interleaved, so the last dim is d again.",
+    Mistake("one coordinate per pair is returned: the last dim is d_k/2, not d_k",
+            "you returned one coordinate per pair: return both, interleaved, so the last dim is d_k again.",
             looks_like=lambda case, got: isinstance(got, Tensor) and got.shape[:-1] == case.args["x"].shape[:-1]
             and got.size(-1) * 2 == case.args["x"].size(-1)),
-    Mistake("you rotated the halves, pairing x_i with x_(i + d/2) (GPT-NeoX's \"rotate half\")",
-            "this exercise uses RoFormer's interleaved pairs (x_2i, x_2i+1): take `x[..., 0::2]` and `x[..., 1::2]`, "
+    Mistake("you rotated the halves, pairing x_p with x_(p + d_k/2) (GPT-NeoX's \"rotate half\")",
+            "this exercise uses RoFormer's interleaved pairs (x_2p, x_2p+1): take `x[..., 0::2]` and `x[..., 1::2]`, "
             "and interleave the results back.", _wrong(pairing="halves")),
     Mistake("the rotated pairs are returned as [all first coordinates, all second coordinates]",
-            "interleave them back so that pair i sits at dimensions 2i and 2i+1: "
+            "interleave them back so that pair p sits at dimensions 2p and 2p+1: "
             "`torch.stack((first, second), dim=-1).flatten(-2)`.", _wrong(layout="halves")),
-    Mistake("the frequency exponent is i/d instead of 2i/d", f"use {_FORMULA}.", _wrong(lambda i, d: -i / d)),
-    Mistake("the frequency exponent is 4i/d instead of 2i/d (the step of 2 was counted twice)", f"use {_FORMULA}.",
+    Mistake("the frequency exponent is p/d_k instead of 2p/d_k", f"use {_FORMULA}.", _wrong(lambda i, d: -i / d)),
+    Mistake("the frequency exponent is 4p/d_k instead of 2p/d_k (the step of 2 was counted twice)", f"use {_FORMULA}.",
             _wrong(lambda i, d: -4 * i / d)),
-    Mistake("the frequency exponent has the wrong sign: base ** (+2i/d) grows instead of shrinking",
+    Mistake("the frequency exponent has the wrong sign: base ** (+2p/d_k) grows instead of shrinking",
             f"use a negative exponent: {_FORMULA}.", _wrong(lambda i, d: 2 * i / d)),
-    Mistake("the rotation goes the wrong way (by -mθ): a sign error",
-            "rotate counter-clockwise: x'_2i = x_2i cos - x_2i+1 sin and x'_2i+1 = x_2i sin + x_2i+1 cos.",
+    Mistake("the rotation goes the wrong way (by -iθ): a sign error",
+            "rotate counter-clockwise: x'_2p = x_2p cos - x_2p+1 sin and x'_2p+1 = x_2p sin + x_2p+1 cos.",
             _wrong(sign=-1.0)),
-    Mistake("cos and sin are swapped", "x'_2i = x_2i cos(mθ_i) - x_2i+1 sin(mθ_i): cos multiplies the pair's own "
+    Mistake("cos and sin are swapped", "x'_2p = x_2p cos(iθ_p) - x_2p+1 sin(iθ_p): cos multiplies the pair's own "
             "coordinate.", _wrong(swap=True)),
-    Mistake("positions are not applied: every position gets the same rotation (by θ_i, as if m = 1)",
+    Mistake("positions are not applied: every position gets the same rotation (by θ_p, as if i = 1)",
             "multiply the frequencies by each token's position: angles = positions[:, None] * theta[None, :], "
-            "shape (L, d/2).", _wrong(same_positions=True)),
-    Mistake("x is returned unrotated (no position is applied)", "rotate each pair by positions[l] * θ_i.",
+            "shape (L, d_k/2).", _wrong(same_positions=True)),
+    Mistake("x is returned unrotated (no position is applied)", "rotate each pair by positions[l] * θ_p.",
             lambda x, positions, base=10000.0: x),
     Mistake("the positions argument is ignored: you used 0 .. L-1",
             "use the positions you are given (a decoding step starts after the cached tokens).",
             _wrong(positions_ignored=True)),
     Mistake("the base argument is ignored: you used 10000 instead of {base:g}",
-            "use the `base` parameter in θ_i = base ** (-2i/d).", _wrong(base_ignored=True),
+            "use the `base` parameter in θ_p = base ** (-2p/d_k).", _wrong(base_ignored=True),
             when=lambda case: case.info["base"] != 10000.0),
-    Mistake("the norms are not preserved: the pairs (x_2i, x_2i+1) change length",
-            "a rotation keeps lengths; check both lines: x'_2i = x_2i cos - x_2i+1 sin, "
-            "x'_2i+1 = x_2i sin + x_2i+1 cos (each uses both coordinates, with cos² + sin² = 1).",
+    Mistake("the norms are not preserved: the pairs (x_2p, x_2p+1) change length",
+            "a rotation keeps lengths; check both lines: x'_2p = x_2p cos - x_2p+1 sin, "
+            "x'_2p+1 = x_2p sin + x_2p+1 cos (each uses both coordinates, with cos² + sin² = 1).",
             looks_like=_lengths_changed),
     Mistake("the output differs from the reference (pair lengths are preserved, so the angles are wrong)",
-            "compute angles = positions[:, None] * base ** (-torch.arange(0, d, 2) / d), shape (L, d/2), "
-            "in float64, and rotate pair i by angles[:, i].", looks_like=_angles_wrong),
+            "compute angles = positions[:, None] * base ** (-torch.arange(0, d_k, 2) / d_k), shape (L, d_k/2), "
+            "in float64, and rotate pair p by angles[:, p].", looks_like=_angles_wrong),
 ]
 
 
@@ -176,7 +176,7 @@ def _pair_norms(t: Tensor) -> Tensor:
 
 def check_apply_rope(fn: Callable[..., object]) -> CheckResult:
     """Check exercise 11: ``fn(x, positions, base=10000.0)`` rotates the interleaved pairs of
-    ``x (..., L, d)`` like ``lessons_src.apply_rope``, on five cases (batched heads, offset and
+    ``x (..., L, d_k)`` like ``lessons_src.apply_rope``, on five cases (batched heads, offset and
     unordered positions, another base, float64). The result must have x's dtype. Built on
     ``_framework.py``: the mistakes are the table :data:`MISTAKES`.
     """
@@ -197,8 +197,8 @@ def check_apply_rope(fn: Callable[..., object]) -> CheckResult:
 #
 # The learner writes ``rotary_decode_step(q, k, v, key_cache, value_cache, cos, sin)``: one step of
 # causal self-attention with rotary embeddings while generating, for one new token. The cache holds
-# the keys of the T earlier tokens already rotated to positions 0..T-1, and their values; the new
-# token sits at position T. The step rotates q and k to T (never v), appends, and attends. The
+# the keys of the n earlier tokens already rotated to positions 0..n-1, and their values; the new
+# token sits at position n. The step rotates q and k to n (never v), appends, and attends. The
 # mistakes are the usual ones of real decoding code: positions restarting at 0, off by one, v
 # rotated, cached keys rotated again, the layouts mixed, the cache grown wrong.
 
@@ -241,11 +241,11 @@ def _decode_cases() -> list[Case]:
     def case(description: str, b: int, h: int, d: int, t: int, dtype: torch.dtype = torch.float32) -> Case:
         cos, sin = rope_frequencies(d, 64)
         rand = lambda length: torch.randn(b, h, length, d, generator=g, dtype=torch.float64).to(dtype)  # noqa: E731
-        # The cache holds keys already rotated to 0..T-1, as the earlier steps left them.
+        # The cache holds keys already rotated to 0..n-1, as the earlier steps left them.
         key_cache = apply_rope(rand(t), cos, sin, 0) if t else rand(0)
         args = {"q": rand(1), "k": rand(1), "v": rand(1), "key_cache": key_cache, "value_cache": rand(t),
                 "cos": cos, "sin": sin}
-        return Case(f"{description}: B={b}, H={h}, d={d}, T={t} cached tokens", args, info={"T": t})
+        return Case(f"{description}: B={b}, H={h}, d_k={d}, n={t} cached tokens", args, info={"T": t})
 
     return [
         case("a step after three cached tokens", 1, 2, 8, 3),
@@ -256,8 +256,8 @@ def _decode_cases() -> list[Case]:
     ]
 
 
-_POSITION = ("the new token's position is T, the number of tokens already in the cache (key_cache.size(-2)): "
-             "rotate q and k to that position, e.g. `apply_rope(q, cos, sin, T)`.")
+_POSITION = ("the new token's position is n, the number of tokens already in the cache (key_cache.size(-2)): "
+             "rotate q and k to that position, e.g. `apply_rope(q, cos, sin, n)`.")
 
 DECODE_MISTAKES = [
     Mistake("the caches are returned without the new token", "append the new key and value at the end of the "
@@ -266,11 +266,11 @@ DECODE_MISTAKES = [
             and isinstance(got[1], Tensor) and got[1].shape == case.args["key_cache"].shape),
     Mistake("the positions restart at 0: the new token is rotated to position 0 (that is, not rotated at all)",
             _POSITION, _decode(lambda t: 0), when=lambda case: case.info["T"] > 0),
-    Mistake("off by one: the new token is rotated to position T + 1 instead of T",
-            "positions count from 0: the T cached tokens sit at 0 .. T-1, so the new one is at T.",
+    Mistake("off by one: the new token is rotated to position n + 1 instead of n",
+            "positions count from 0: the n cached tokens sit at 0 .. n-1, so the new one is at n.",
             _decode(lambda t: t + 1)),
-    Mistake("off by one: the new token is rotated to position T - 1, the last cached token's",
-            "positions count from 0: the T cached tokens sit at 0 .. T-1, so the new one is at T.",
+    Mistake("off by one: the new token is rotated to position n - 1, the last cached token's",
+            "positions count from 0: the n cached tokens sit at 0 .. n-1, so the new one is at n.",
             _decode(lambda t: t - 1), when=lambda case: case.info["T"] > 0),
     Mistake("the value is rotated too", "rotate only q and k: their dot product is what carries the relative "
             "position; values are what gets averaged and must stay as they are.", _decode(rotate_v=True)),
@@ -283,15 +283,15 @@ DECODE_MISTAKES = [
             when=lambda case: case.info["T"] > 0),
     Mistake("the rotate-half layout is used: the two rotary layouts are mixed",
             "the cache and this exercise use RoFormer's interleaved pairs (the default of `apply_rope`): do not pass "
-            "`layout=\"half\"`, or rotate pairs (x_2i, x_2i+1) if you wrote the rotation yourself.",
+            "`layout=\"half\"`, or rotate pairs (x_2p, x_2p+1) if you wrote the rotation yourself.",
             _decode(layout="half")),
     Mistake("the new key and value are put at the start of the caches, not at the end",
             "append: `torch.cat([key_cache, k_rotated], dim=-2)`; the cache is in position order.",
             _decode(prepend=True), when=lambda case: case.info["T"] > 0),
     Mistake("the cache gets the new key unrotated (it was rotated only for the attention)",
-            "put the *rotated* key in the cache: the next steps read it as a key at position T.",
+            "put the *rotated* key in the cache: the next steps read it as a key at position n.",
             _decode(cache_unrotated=True)),
-    Mistake("the scores are not scaled by 1/sqrt(d)", "divide the scores by `math.sqrt(d)` before the softmax.",
+    Mistake("the scores are not scaled by 1/sqrt(d_k)", "divide the scores by `math.sqrt(d_k)`, with d_k = `q.size(-1)`, before the softmax.",
             _decode(scale=False)),
 ]
 
@@ -306,9 +306,9 @@ def _full_pass(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor) -> Ten
 
 def check_rotary_decode_step(fn: Callable[..., object]) -> CheckResult:
     """Check exercise 11, part 2: ``fn(q, k, v, key_cache, value_cache, cos, sin)`` returns
-    ``(output, key_cache, value_cache)`` for one new token at position T = ``key_cache.size(-2)``:
-    q and k rotated to T (interleaved layout), the rotated key and the plain value appended, then
-    attention over all T + 1 keys. Five single steps (T = 0, 1, 3, 5, 9; float64 once), then six tokens
+    ``(output, key_cache, value_cache)`` for one new token at position n = ``key_cache.size(-2)``:
+    q and k rotated to n (interleaved layout), the rotated key and the plain value appended, then
+    attention over all n + 1 keys. Five single steps (n = 0, 1, 3, 5, 9; float64 once), then six tokens
     decoded one by one from an empty cache, each output compared with full causal rotary attention.
     The mistakes are :data:`DECODE_MISTAKES`.
     """
