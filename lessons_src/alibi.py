@@ -40,13 +40,13 @@ def alibi_slopes(num_heads: int) -> Tensor:
 
 def alibi_bias(num_heads: int, len_q: int, len_k: int | None = None, *,
                device: torch.device | str | None = None) -> Tensor:
-    """The biases ALiBi adds to the scores, float32 ``(num_heads, len_q, len_k)``: ``-β_h · (i - j)``.
+    """The biases ALiBi adds to the scores, float32 ``(num_heads, len_q, len_k)``: ``-β_h · (p_i - j)``.
 
-    ``i`` and ``j`` are the positions of the query and the key. As with
+    ``p_i`` is the position of query ``i`` and ``j`` the position of key ``j``. As with
     :func:`lessons_src.causal_mask`, the queries are the *last* ``len_q`` of the ``len_k``
-    positions (a decoding step with a KV cache: ``len_q = 1``), so query ``i`` sits at position
-    ``len_k - len_q + i``. Use it with a causal mask: the entries for keys after their query
-    (``j > i``) are positive and must be masked. Add it to the scaled scores, or pass it (plus the
+    positions (a decoding step with a KV cache: ``len_q = 1``), so ``p_i = len_k - len_q + i``
+    (``p_i = i`` when ``len_q = len_k``). Use it with a causal mask: the entries for keys after their
+    query (``j > p_i``) are positive and must be masked. Add it to the scaled scores, or pass it (plus the
     mask as ``-inf``) as ``attn_mask`` to ``F.scaled_dot_product_attention``. Taught in the chapter
     "ALiBi and length extrapolation".
     """
@@ -60,5 +60,5 @@ def alibi_bias(num_heads: int, len_q: int, len_k: int | None = None, *,
                          "of the len_k positions")
     query_pos = torch.arange(len_k - len_q, len_k, device=device)  # (Lq,)
     key_pos = torch.arange(len_k, device=device)  # (Lk,)
-    distance = (query_pos[:, None] - key_pos[None, :]).float()  # (Lq, Lk): i - j
+    distance = (query_pos[:, None] - key_pos[None, :]).float()  # (Lq, Lk): p_i - j
     return -alibi_slopes(num_heads).to(device)[:, None, None] * distance  # (H, Lq, Lk)

@@ -1,7 +1,8 @@
 """Rotary position embeddings (RoPE): rotate queries and keys by position-dependent angles.
 
 Taught in the chapter "Rotary position embeddings". RoFormer (Su et al. 2021); the interleaved
-pairs ``(x_{2i}, x_{2i+1})`` of the paper.
+pairs ``(x_{2p}, x_{2p+1})`` of the paper. Notation as on the course's notation page: pair ``p``,
+position ``i``, ``head_dim`` = d_k.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ __all__ = ["rope_frequencies", "apply_rope", "rope_layout_permutation"]
 def rope_frequencies(
     head_dim: int, max_len: int, base: float = 10000.0, *, device: torch.device | str | None = None
 ) -> tuple[Tensor, Tensor]:
-    """cos and sin of the rotation angles ``m · θ_i``, each float32 ``(max_len, head_dim // 2)``.
+    """cos and sin of the rotation angles ``i · θ_p``, each float32 ``(max_len, head_dim // 2)``: row ``i`` is
+    position ``i``, column ``p`` is pair ``p``.
 
-    ``θ_i = base^(-2i / head_dim)`` for pair i (RoFormer eq. 15). Angles are computed in float64
+    ``θ_p = base^(-2p / head_dim)`` for pair p (RoFormer eq. 15). Angles are computed in float64
     on the CPU, then rounded, so long positions keep their precision.
     Taught in the chapter "Rotary position embeddings".
     """
@@ -36,13 +38,13 @@ def rope_frequencies(
 
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, positions: Tensor | int | None = None, *,
                layout: str = "interleaved") -> Tensor:
-    """Rotate each pair of features of ``x (..., L, head_dim)`` by angle ``m · θ_i``.
+    """Rotate pair ``p`` of the features of ``x (..., L, head_dim)`` at position ``i`` by angle ``i · θ_p``.
 
-    ``layout="interleaved"`` (the default): the pairs ``(x_{2i}, x_{2i+1})`` of RoFormer.
-    ``layout="half"``: the pairs ``(x_i, x_{i + d/2})`` of GPT-NeoX- and Llama-style code
+    ``layout="interleaved"`` (the default): the pairs ``(x_{2p}, x_{2p+1})`` of RoFormer.
+    ``layout="half"``: the pairs ``(x_p, x_{p + d_k/2})`` of GPT-NeoX- and Llama-style code
     ("rotate half"); the two give the same scores once the features are reordered by
-    :func:`rope_layout_permutation`. ``positions``: None for ``0 .. L-1``; an int offset p for
-    ``p .. p+L-1`` (decoding with a cache); or an integer tensor ``(L,)`` or ``(..., L)``.
+    :func:`rope_layout_permutation`. ``positions``: None for ``0 .. L-1``; an int offset n for
+    ``n .. n+L-1`` (decoding after n cached tokens); or an integer tensor ``(L,)`` or ``(..., L)``.
     ``cos``/``sin`` come from ``rope_frequencies``. Returns x's shape and dtype.
     Taught in the chapter "Rotary position embeddings".
     """

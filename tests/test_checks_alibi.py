@@ -93,12 +93,56 @@ def halves_always(num_heads, len_q, len_k):
     return -m[:, None, None] * distance
 
 
-@add(CHECK, mistake="for H not a power of 2, the slopes are 2^(-8h/H)")
+@add(CHECK, mistake="for H not a power of 2, the slopes are 2^(-8(h+1)/H) for every head")
 def one_rule_for_all(num_heads, len_q, len_k):
     query_pos = torch.arange(len_k - len_q, len_k)
     distance = (query_pos[:, None] - torch.arange(len_k)[None, :]).float()
     m = torch.tensor([2 ** (-8 * (h + 1) / num_heads) for h in range(num_heads)])
     return -m[:, None, None] * distance
+
+
+@add(CHECK, mistake="the slope exponent is off by one")
+def exponent_from_zero(num_heads, len_q, len_k):
+    below = 2 ** math.floor(math.log2(num_heads))
+    powers = lambda n: [2 ** (-8 * h / n) for h in range(n)]  # noqa: E731  (h from 0: head 0 gets slope 1)
+    m = powers(num_heads) if below == num_heads else powers(below) + powers(2 * below)[0::2][: num_heads - below]
+    query_pos = torch.arange(len_k - len_q, len_k)
+    distance = (query_pos[:, None] - torch.arange(len_k)[None, :]).float()
+    return -torch.tensor(m)[:, None, None] * distance
+
+
+@add(CHECK, mistake="the 8 is missing from the exponent")
+def no_eight(num_heads, len_q, len_k):
+    below = 2 ** math.floor(math.log2(num_heads))
+    powers = lambda n: [2 ** (-(h + 1) / n) for h in range(n)]  # noqa: E731
+    m = powers(num_heads) if below == num_heads else powers(below) + powers(2 * below)[0::2][: num_heads - below]
+    query_pos = torch.arange(len_k - len_q, len_k)
+    distance = (query_pos[:, None] - torch.arange(len_k)[None, :]).float()
+    return -torch.tensor(m)[:, None, None] * distance
+
+
+@add(CHECK, mistake="the 2nd, 4th, ... of twice the power")
+def odd_ordinals_read_as_indices(num_heads, len_q, len_k):
+    below = 2 ** math.floor(math.log2(num_heads))
+    powers = lambda n: [2 ** (-8 * (h + 1) / n) for h in range(n)]  # noqa: E731
+    m = powers(num_heads) if below == num_heads else powers(below) + powers(2 * below)[1::2][: num_heads - below]
+    query_pos = torch.arange(len_k - len_q, len_k)
+    distance = (query_pos[:, None] - torch.arange(len_k)[None, :]).float()
+    return -torch.tensor(m)[:, None, None] * distance
+
+
+@add(CHECK, mistake="the queries are one position too late")
+def queries_one_late(num_heads, len_q, len_k):
+    query_pos = torch.arange(len_k - len_q, len_k) + 1
+    distance = (query_pos[:, None] - torch.arange(len_k)[None, :]).float()
+    return -torch.tensor(slopes(num_heads))[:, None, None] * distance
+
+
+@add(CHECK, mistake="the queries are one position too early")
+def queries_one_early(num_heads, len_q, len_k):
+    query_pos = torch.arange(len_k - len_q, len_k) - 1
+    distance = (query_pos[:, None] - torch.arange(len_k)[None, :]).float()
+    return -torch.tensor(slopes(num_heads))[:, None, None] * distance
 
 
 @add(CHECK, mistake="another order (sorted)")

@@ -140,6 +140,12 @@ def returns_tuple(x, positions, base=10000.0):
     return reference_style(x, positions, base), positions
 
 
+def returns_float64(x, positions, base=10000.0):
+    """Right values, computed and returned in float64 for a float32 input. On a case whose positions
+    are 0 .. L-1 they equal the "positions ignored" mistake's, which must not be named."""
+    return reference_style(x.double(), positions, base)
+
+
 def returns_none(x, positions, base=10000.0):
     reference_style(x, positions, base)
 
@@ -167,6 +173,7 @@ MISTAKES = [
     (cos_only, "the norms are not preserved"),
     (degrees_not_radians, "the output differs from the reference (pair lengths are preserved"),
     (returns_float32, "has dtype torch.float32, expected torch.float64"),
+    (returns_float64, "has dtype torch.float64, expected torch.float32"),  # not "positions ignored"
     (returns_one_coordinate, "one coordinate per pair"),
     (returns_tuple, "expected one tensor"),
     (returns_none, "returned None"),
@@ -205,7 +212,7 @@ DECODE = "check_rotary_decode_step"
 
 
 def decode_reference(q, k, v, key_cache, value_cache, cos, sin):
-    position = key_cache.size(-2)  # T tokens cached at 0 .. T-1: the new one is at T
+    position = key_cache.size(-2)  # n tokens cached at 0 .. n-1: the new one is at n
     q, k = apply_rope(q, cos, sin, position), apply_rope(k, cos, sin, position)
     key_cache, value_cache = torch.cat([key_cache, k], dim=-2), torch.cat([value_cache, v], dim=-2)
     weights = torch.softmax(q @ key_cache.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)
@@ -273,6 +280,15 @@ DECODE_WRONG = [
     (_step(lambda t: t, keep_caches=True), "returned without the new token"),
 ]
 
+def position_from_the_head_axis(q, k, v, key_cache, value_cache, cos, sin):
+    position = key_cache.size(1)  # the heads, not the cached tokens: must not pass for n - 1 or n + 1
+    q, k = apply_rope(q, cos, sin, position), apply_rope(k, cos, sin, position)
+    key_cache, value_cache = torch.cat([key_cache, k], dim=-2), torch.cat([value_cache, v], dim=-2)
+    weights = torch.softmax(q @ key_cache.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)
+    return weights @ value_cache, key_cache, value_cache
+
+
+add_fns(DECODE, (position_from_the_head_axis,), "differ from the reference (case 1/5", "decode-head-axis")
 add_fns(DECODE, (decode_by_hand,))
 add_fns(DECODE, (decode_with_position_tensor,))
 for _fn, _named in DECODE_WRONG:

@@ -393,10 +393,13 @@ class Mistake:
     #: Tried before the type step too: for a value the check's own wrapper of the learner returned.
     early: bool = False
 
-    def matches(self, case: Case, got: object, tol: float) -> dict[str, object] | None:
+    def matches(self, case: Case, got: object, tol: float, expected: object = None) -> dict[str, object] | None:
         """The fields to fill in ``name`` and ``hint`` when ``got`` is this mistake on ``case``, else None.
 
         A ``looks_like`` predicate may return a dict (truthy) of fields of its own, e.g. the axis it found.
+        A mistake whose reproduction equals ``expected`` (the right answer) on this case cannot be told
+        apart from it here, so it names nothing: a right value in the wrong dtype is not "positions
+        ignored" on a case whose positions are 0 .. L-1.
         """
         if self.when is not None and not self.when(case):
             return None
@@ -408,6 +411,8 @@ class Mistake:
             if self.mistaken is not None:
                 wrong = self.mistaken(*[_copy(v) for v in case.args.values()],
                                       **{k: _copy(v) for k, v in case.kwargs.items()})
+                if expected is not None and _same(expected, wrong, tol):
+                    return None
                 return dict(case.info) if _same(got, wrong, tol) else None
         except Exception:  # a mistake that does not apply to this case (shapes, None mask...)
             return None
@@ -556,7 +561,7 @@ def judge(session: Session, where: str, case: Case, got: object, expected: objec
     reference's dtype).
     """
     for mistake in (m for m in mistakes if m.early):
-        fields = mistake.matches(case, got, tol=max(tol, 1e-4))
+        fields = mistake.matches(case, got, tol=max(tol, 1e-4), expected=expected)
         if fields is not None:
             name, hint = mistake.text(fields)
             return session.fail(f"{name} ({where})", hint)
@@ -587,7 +592,7 @@ def judge(session: Session, where: str, case: Case, got: object, expected: objec
     if not problems:
         return None
     for mistake in mistakes:
-        fields = mistake.matches(case, got, tol=max(tol, 1e-4))
+        fields = mistake.matches(case, got, tol=max(tol, 1e-4), expected=expected)
         if fields is not None:
             name, hint = mistake.text(fields)
             what, _, details = problems[0][1]
@@ -645,7 +650,7 @@ def run_check(session: Session, fn: Callable[..., object], cases: Sequence[Case]
                                  **{k: _copy(v) for k, v in case.kwargs.items()})
         failure = judge(session, where, case, got, expected, outputs, mistakes, tol, same_dtype)
         if (failure is not None and _tensors(got)
-                and not any(m.matches(case, got, max(tol, 1e-4)) is not None for m in mistakes)):
+                and not any(m.matches(case, got, max(tol, 1e-4), expected) is not None for m in mistakes)):
             again, second_failure = session.call(where, fn, case.args, case.kwargs)
             if second_failure is None and not _same(again, got, max(tol, 1e-4)):
                 failure = session.fail(f"the result changes from one call to the next on the same inputs: dropout "

@@ -65,10 +65,19 @@ def _paper(n: int) -> list[float]:
     return alibi_slopes(n).tolist()
 
 
-def _bias(slopes: Callable[[int], list[float]] = _paper, sign: float = -1.0, top_left: bool = False
-          ) -> Callable[[int, int, int], Tensor]:
+def _composed(n: int, powers: Callable[[int], list[float]], extra: slice = slice(0, None, 2)) -> list[float]:
+    """The paper's rule for any H, from a rule ``powers`` for a power of 2 (right or mistaken) and the
+    slice of twice that power's slopes that fills up a non-power of 2 (right: every other, from the 1st)."""
+    if n & (n - 1) == 0:
+        return powers(n)
+    below = 2 ** (n.bit_length() - 1)
+    return powers(below) + powers(2 * below)[extra][: n - below]
+
+
+def _bias(slopes: Callable[[int], list[float]] = _paper, sign: float = -1.0, top_left: bool = False,
+          shift: int = 0) -> Callable[[int, int, int], Tensor]:
     def bias(num_heads: int, len_q: int, len_k: int) -> Tensor:
-        start = 0 if top_left else len_k - len_q
+        start = (0 if top_left else len_k - len_q) + shift
         distance = (torch.arange(start, start + len_q)[:, None] - torch.arange(len_k)[None, :]).float()
         m = torch.tensor(slopes(num_heads), dtype=torch.float32)
         return _visible(sign * m[:, None, None] * distance, len_q, len_k)
@@ -83,8 +92,22 @@ def _not_power_of_2(case: Case) -> bool:
 
 MISTAKES = [
     Mistake("the sign is reversed: the bias rewards distant keys instead of penalising them",
-            "the bias is -β_h * (i - j): zero for the query's own position, more negative further back.",
-            _bias(sign=1.0)),
+            "the bias is -β_h * (p_i - j), with p_i = len_k - len_q + i the position of query i: zero for the "
+            "query's own position, more negative further back.", _bias(sign=1.0)),
+    Mistake("the slope exponent is off by one: 2^(-8h/H) with h counted from 0 gives head 0 a slope of 1",
+            "heads are counted from 0, so head h gets 2^(-8(h+1)/H): for H={num_heads} the first slope is {first}, "
+            "and the last is 2^-8.", _bias(slopes=lambda n: _composed(n, lambda p: [2.0 ** (-8.0 * h / p)
+                                                                                for h in range(p)]))),
+    Mistake("the 8 is missing from the exponent: the slopes are 2^(-(h+1)/H)",
+            "the paper's slopes for a power of 2 are 2^(-8(h+1)/H): the first is {first} for H={num_heads}, and "
+            "the last is always 2^-8 = 1/256.",
+            _bias(slopes=lambda n: _composed(n, lambda p: [2.0 ** (-(h + 1) / p) for h in range(p)]))),
+    Mistake("the queries are one position too late: query i is placed at len_k - len_q + i + 1",
+            "query i sits at position p_i = len_k - len_q + i (with len_q = len_k, at i): its own key gets bias 0.",
+            _bias(shift=1)),
+    Mistake("the queries are one position too early: query i is placed at len_k - len_q + i - 1",
+            "query i sits at position p_i = len_k - len_q + i (with len_q = len_k, at i): its own key gets bias 0.",
+            _bias(shift=-1)),
     Mistake("the queries are placed at the first positions, not the last (len_q < len_k)",
             "with a KV cache the new queries are the *last* len_q of the len_k positions: query i sits at position "
             "len_k - len_q + i, so its distance to key j is len_k - len_q + i - j (as `causal_mask(len_q, len_k)`).",
@@ -95,7 +118,11 @@ MISTAKES = [
     Mistake("the slopes are 1/2, 1/4, ... whatever the number of heads: they must depend on H",
             "the paper's slopes for H heads (H a power of 2) are 2^(-8(h+1)/H) for heads h = 0 .. H-1: for H={num_heads} the first "
             "is {first}, and the last is always 2^-8.", _bias(slopes=lambda n: [2.0 ** -(h + 1) for h in range(n)])),
-    Mistake("for H not a power of 2, the slopes are 2^(-8h/H) instead of the paper's rule",
+    Mistake("for H not a power of 2, the extra slopes are the 2nd, 4th, ... of twice the power, not the 1st, 3rd, ...",
+            "counting from the 1st: for H={num_heads} take the slopes of the largest power of 2 below H, then "
+            "`slopes_of_twice_that[0::2]` (the 1st, 3rd, 5th, ...), not `[1::2]`, until there are H.",
+            _bias(slopes=lambda n: _composed(n, _powers, slice(1, None, 2))), when=_not_power_of_2),
+    Mistake("for H not a power of 2, the slopes are 2^(-8(h+1)/H) for every head instead of the paper's rule",
             "for H={num_heads}: take the slopes of the largest power of 2 below H, then every other slope of twice "
             "that power (the 1st, 3rd, ...) until there are H.", _bias(slopes=_powers), when=_not_power_of_2),
     Mistake("for H not a power of 2, the right slopes come out in another order (sorted)",

@@ -242,7 +242,7 @@ STEP_MISTAKES = [
     Mistake("the scores are not scaled", "divide the scores q Kᵀ by sqrt(d_k), as in every attention.",
             _step_fn(scale=False)),
     Mistake("the new key is put in front of the cache, not appended at the end",
-            "append: `torch.cat([key_cache, key_new], dim=2)`; position t must stay at index t of the cache "
+            "append: `torch.cat([key_cache, key_new], dim=2)`; each token must stay at the index of its position in the cache "
             "(the output alone cannot tell, but positions and later steps can).", _step_fn(prepend=True)),
     Mistake("the new token attends only to the first key: a causal mask with one query (e.g. `is_causal=True`, which "
             "PyTorch aligns top-left) hides every other cached key",

@@ -119,7 +119,7 @@ def _swiglu_cases() -> list[Case]:
         weights = [torch.randn(d_ff, d_model, generator=g) / d_model**0.5,
                    torch.randn(d_ff, d_model, generator=g) / d_model**0.5,
                    torch.randn(d_model, d_ff, generator=g) / d_ff**0.5]
-        return Case(f"{description}: x {tuple(x.shape)}, hidden width {d_ff}",
+        return Case(f"{description}: x {tuple(x.shape)}, d_ff={d_ff}",
                     {"x": x, "w_gate": weights[0], "w_up": weights[1], "w_down": weights[2]})
 
     return [
@@ -176,8 +176,8 @@ SWIGLU_MISTAKES = [
     Mistake("the up branch is missing: there is no gate, only silu(x W_gateᵀ) W_downᵀ",
             "multiply the activated gate by the up branch, x @ w_up.T, elementwise: that product is the gating.",
             _ffn(F.silu, combine="none")),
-    Mistake("the down projection is missing: the result has the hidden width {hidden}, not D",
-            "project back to the model width: multiply the gated hidden vector by w_down.T, shape (hidden, D).",
+    Mistake("the down projection is missing: the result has the hidden width d_ff={hidden}, not D",
+            "project back to the model width: multiply the gated hidden vector by w_down.T, shape (d_ff, D).",
             looks_like=lambda case, got: isinstance(got, Tensor) and got.shape[:-1] == case.args["x"].shape[:-1]
             and got.size(-1) == case.args["w_gate"].size(0) and {"hidden": got.size(-1)}),
     Mistake("the two branches are added, not multiplied",
@@ -187,8 +187,8 @@ SWIGLU_MISTAKES = [
 
 _SWIGLU_HINTS = [
     (r"mat1 and mat2 shapes cannot be multiplied|size of tensor a \(\d+\) must match|shapes cannot be multiplied",
-     "the weights are stored as nn.Linear stores them, (out, in): w_gate and w_up are (hidden, D), w_down is "
-     "(D, hidden). Multiply by the transpose, `x @ w_gate.T` (or `F.linear(x, w_gate)`).",
+     "the weights are stored as nn.Linear stores them, (out, in): w_gate and w_up are (d_ff, D), w_down is "
+     "(D, d_ff). Multiply by the transpose, `x @ w_gate.T` (or `F.linear(x, w_gate)`).",
      "a weight is used without its transpose"),
 ]
 

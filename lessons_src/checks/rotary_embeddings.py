@@ -248,7 +248,7 @@ def _decode_cases() -> list[Case]:
         return Case(f"{description}: B={b}, H={h}, d_k={d}, n={t} cached tokens", args, info={"T": t})
 
     return [
-        case("a step after three cached tokens", 1, 2, 8, 3),
+        case("a step after three cached tokens", 1, 5, 8, 3),
         case("the first token, an empty cache", 2, 3, 16, 0),
         case("a step after one cached token", 2, 1, 6, 1),
         case("a later step, more heads", 1, 4, 8, 9),
@@ -257,7 +257,7 @@ def _decode_cases() -> list[Case]:
 
 
 _POSITION = ("the new token's position is n, the number of tokens already in the cache (key_cache.size(-2)): "
-             "rotate q and k to that position, e.g. `apply_rope(q, cos, sin, n)`.")
+             "rotate q and k to that position, e.g. `lessons_src.apply_rope(q, cos, sin, n)`.")
 
 DECODE_MISTAKES = [
     Mistake("the caches are returned without the new token", "append the new key and value at the end of the "
@@ -342,5 +342,5 @@ def check_rotary_decode_step(fn: Callable[..., object]) -> CheckResult:
             if failure is not None:
                 return done(failure)
             _, key_cache, value_cache = got
-    return done(passed(session, f"all {len(cases)} steps match (T = 0 to 9, float64), and {length} tokens decoded "
+    return done(passed(session, f"all {len(cases)} steps match (n = 0 to 9, float64), and {length} tokens decoded "
                                 "one by one equal full causal rotary attention"))

@@ -18,8 +18,8 @@ __all__ = ["shown_char", "temperature_explorer"]
 
 ALT = (
     "Two panels. Left: bars of the probability of the most likely next characters after the prompt, "
-    "at the chosen temperature and top-k; a low temperature puts nearly all the probability on one "
-    "character, a high one spreads it, and top-k leaves only k bars above zero. Right: a text "
+    "at the chosen temperature and top-k; a low temperature concentrates the probability on the likeliest few "
+    "characters, a high one spreads it, and top-k leaves only k bars above zero. Right: a text "
     "sampled from the model at those settings, continuing the prompt."
 )
 
