@@ -12,20 +12,28 @@ from lessons_src.checks import check_alibi_bias
 CHECK = "check_alibi_bias"
 
 
-def slopes(num_heads):
-    def powers(n):
-        return [2 ** (-8 * (h + 1) / n) for h in range(n)]
+def paper_powers(n):
+    return [2 ** (-8 * (h + 1) / n) for h in range(n)]
 
+
+def slopes(num_heads, powers=paper_powers, extra=slice(0, None, 2)):
+    """The paper's slopes; a learner's slip is a different rule for a power of 2 (``powers``) or a
+    different pick (``extra``) of twice that power's slopes."""
     if math.log2(num_heads).is_integer():
         return powers(num_heads)
     below = 2 ** math.floor(math.log2(num_heads))
-    return powers(below) + powers(2 * below)[0::2][: num_heads - below]
+    return powers(below) + powers(2 * below)[extra][: num_heads - below]
+
+
+def biases(m, len_q, len_k, shift=0):
+    """-m_h * (p_i - j) for slopes ``m``, the queries at the last len_q positions (moved by ``shift``)."""
+    query_pos = torch.arange(len_k - len_q, len_k) + shift
+    distance = (query_pos[:, None] - torch.arange(len_k)[None, :]).float()
+    return -torch.tensor(m)[:, None, None] * distance
 
 
 def reference(num_heads, len_q, len_k):
-    query_pos = torch.arange(len_k - len_q, len_k)
-    distance = (query_pos[:, None] - torch.arange(len_k)[None, :]).float()
-    return -torch.tensor(slopes(num_heads))[:, None, None] * distance
+    return biases(slopes(num_heads), len_q, len_k)
 
 
 REFERENCES[CHECK] = (reference,)
@@ -102,47 +110,28 @@ def one_rule_for_all(num_heads, len_q, len_k):
 
 
 @add(CHECK, mistake="the slope exponent is off by one")
-def exponent_from_zero(num_heads, len_q, len_k):
-    below = 2 ** math.floor(math.log2(num_heads))
-    powers = lambda n: [2 ** (-8 * h / n) for h in range(n)]  # noqa: E731  (h from 0: head 0 gets slope 1)
-    m = powers(num_heads) if below == num_heads else powers(below) + powers(2 * below)[0::2][: num_heads - below]
-    query_pos = torch.arange(len_k - len_q, len_k)
-    distance = (query_pos[:, None] - torch.arange(len_k)[None, :]).float()
-    return -torch.tensor(m)[:, None, None] * distance
+def exponent_from_zero(num_heads, len_q, len_k):  # h from 0: head 0 gets slope 1
+    return biases(slopes(num_heads, powers=lambda n: [2 ** (-8 * h / n) for h in range(n)]), len_q, len_k)
 
 
 @add(CHECK, mistake="the 8 is missing from the exponent")
 def no_eight(num_heads, len_q, len_k):
-    below = 2 ** math.floor(math.log2(num_heads))
-    powers = lambda n: [2 ** (-(h + 1) / n) for h in range(n)]  # noqa: E731
-    m = powers(num_heads) if below == num_heads else powers(below) + powers(2 * below)[0::2][: num_heads - below]
-    query_pos = torch.arange(len_k - len_q, len_k)
-    distance = (query_pos[:, None] - torch.arange(len_k)[None, :]).float()
-    return -torch.tensor(m)[:, None, None] * distance
+    return biases(slopes(num_heads, powers=lambda n: [2 ** (-(h + 1) / n) for h in range(n)]), len_q, len_k)
 
 
 @add(CHECK, mistake="the 2nd, 4th, ... of twice the power")
 def odd_ordinals_read_as_indices(num_heads, len_q, len_k):
-    below = 2 ** math.floor(math.log2(num_heads))
-    powers = lambda n: [2 ** (-8 * (h + 1) / n) for h in range(n)]  # noqa: E731
-    m = powers(num_heads) if below == num_heads else powers(below) + powers(2 * below)[1::2][: num_heads - below]
-    query_pos = torch.arange(len_k - len_q, len_k)
-    distance = (query_pos[:, None] - torch.arange(len_k)[None, :]).float()
-    return -torch.tensor(m)[:, None, None] * distance
+    return biases(slopes(num_heads, extra=slice(1, None, 2)), len_q, len_k)
 
 
 @add(CHECK, mistake="the queries are one position too late")
 def queries_one_late(num_heads, len_q, len_k):
-    query_pos = torch.arange(len_k - len_q, len_k) + 1
-    distance = (query_pos[:, None] - torch.arange(len_k)[None, :]).float()
-    return -torch.tensor(slopes(num_heads))[:, None, None] * distance
+    return biases(slopes(num_heads), len_q, len_k, shift=1)
 
 
 @add(CHECK, mistake="the queries are one position too early")
 def queries_one_early(num_heads, len_q, len_k):
-    query_pos = torch.arange(len_k - len_q, len_k) - 1
-    distance = (query_pos[:, None] - torch.arange(len_k)[None, :]).float()
-    return -torch.tensor(slopes(num_heads))[:, None, None] * distance
+    return biases(slopes(num_heads), len_q, len_k, shift=-1)
 
 
 @add(CHECK, mistake="another order (sorted)")

@@ -20,6 +20,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+import book  # scripts/, on sys.path (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTATION = ROOT / "book" / "notation.md"
 
@@ -71,12 +73,8 @@ _CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
 
 
 def pages() -> list[Path]:
-    toc = (ROOT / "_toc.yml").read_text()
-    found = []
-    for name in re.findall(r"file:\s*(\S+)", toc) + [re.search(r"root:\s*(\S+)", toc).group(1)]:
-        path = next(p for p in (ROOT / (name + ".ipynb"), ROOT / (name + ".md")) if p.exists())
-        found.append(path)
-    return sorted(set(found))
+    """Every page of the site (scripts/book.py reads _toc.yml), as its notebook or MyST file."""
+    return [next(p for p in (ROOT / f"{name}.ipynb", ROOT / f"{name}.md") if p.exists()) for name in book.pages()]
 
 
 def markdown_of(path: Path) -> list[str]:

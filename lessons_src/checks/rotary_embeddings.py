@@ -245,7 +245,7 @@ def _decode_cases() -> list[Case]:
         key_cache = apply_rope(rand(t), cos, sin, 0) if t else rand(0)
         args = {"q": rand(1), "k": rand(1), "v": rand(1), "key_cache": key_cache, "value_cache": rand(t),
                 "cos": cos, "sin": sin}
-        return Case(f"{description}: B={b}, H={h}, d_k={d}, n={t} cached tokens", args, info={"T": t})
+        return Case(f"{description}: B={b}, H={h}, d_k={d}, n={t} cached tokens", args, info={"n": t})
 
     return [
         case("a step after three cached tokens", 1, 5, 8, 3),
@@ -265,29 +265,29 @@ DECODE_MISTAKES = [
             "them.", looks_like=lambda case, got: isinstance(got, (tuple, list)) and len(got) == 3
             and isinstance(got[1], Tensor) and got[1].shape == case.args["key_cache"].shape),
     Mistake("the positions restart at 0: the new token is rotated to position 0 (that is, not rotated at all)",
-            _POSITION, _decode(lambda t: 0), when=lambda case: case.info["T"] > 0),
+            _POSITION, _decode(lambda t: 0), when=lambda case: case.info["n"] > 0),
     Mistake("off by one: the new token is rotated to position n + 1 instead of n",
             "positions count from 0: the n cached tokens sit at 0 .. n-1, so the new one is at n.",
             _decode(lambda t: t + 1)),
     Mistake("off by one: the new token is rotated to position n - 1, the last cached token's",
             "positions count from 0: the n cached tokens sit at 0 .. n-1, so the new one is at n.",
-            _decode(lambda t: t - 1), when=lambda case: case.info["T"] > 0),
+            _decode(lambda t: t - 1), when=lambda case: case.info["n"] > 0),
     Mistake("the value is rotated too", "rotate only q and k: their dot product is what carries the relative "
             "position; values are what gets averaged and must stay as they are.", _decode(rotate_v=True)),
     Mistake("the cached keys are rotated a second time", "the cache holds keys already rotated to their "
             "positions when they were new: append the new rotated key to it, and leave the cached ones alone.",
-            _decode(rerotate_cache=True), when=lambda case: case.info["T"] > 0),
+            _decode(rerotate_cache=True), when=lambda case: case.info["n"] > 0),
     Mistake("the query is not rotated (only the key is)", _POSITION, _decode(rotate_q=False),
-            when=lambda case: case.info["T"] > 0),
+            when=lambda case: case.info["n"] > 0),
     Mistake("the new key is not rotated (only the query is)", _POSITION, _decode(rotate_k=False),
-            when=lambda case: case.info["T"] > 0),
+            when=lambda case: case.info["n"] > 0),
     Mistake("the rotate-half layout is used: the two rotary layouts are mixed",
             "the cache and this exercise use RoFormer's interleaved pairs (the default of `apply_rope`): do not pass "
             "`layout=\"half\"`, or rotate pairs (x_2p, x_2p+1) if you wrote the rotation yourself.",
             _decode(layout="half")),
     Mistake("the new key and value are put at the start of the caches, not at the end",
             "append: `torch.cat([key_cache, k_rotated], dim=-2)`; the cache is in position order.",
-            _decode(prepend=True), when=lambda case: case.info["T"] > 0),
+            _decode(prepend=True), when=lambda case: case.info["n"] > 0),
     Mistake("the cache gets the new key unrotated (it was rotated only for the attention)",
             "put the *rotated* key in the cache: the next steps read it as a key at position n.",
             _decode(cache_unrotated=True)),
@@ -332,7 +332,7 @@ def check_rotary_decode_step(fn: Callable[..., object]) -> CheckResult:
                     "value_cache": value_cache, "cos": cos, "sin": sin}
             got, failure = session.call(where, fn, args)
             if failure is None:
-                case = Case(where, args, info={"T": i})
+                case = Case(where, args, info={"n": i})
                 failure = judge(session, where, case, got, _decode_reference(**args),
                                 ("output", "key_cache", "value_cache"), DECODE_MISTAKES, tol=_TOL, same_dtype=True)
             if failure is None and not torch.allclose(got[0], full[:, :, i:i + 1], rtol=_TOL, atol=_TOL):
