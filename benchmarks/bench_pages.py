@@ -2,6 +2,8 @@
 
 - every notebook in the table of contents executed with nbclient (kernel start included), one
   at a time: each page at most 45 s, the whole course (pages, exercises, solutions) at most 300 s;
+  each also as a ratio to a reference notebook timed in the same run (machines of this kind differ
+  2-3x in speed from one day to the next: compare ratios across machines, seconds within one run);
 - the site: a cold build (empty execution cache, every page executed) and a warm rebuild of every
   page with the cache unchanged (at most 30 s), into a scratch folder; the heaviest pages
   (HTML plus images, at most 2 MiB);
@@ -35,11 +37,36 @@ PAGE_WEIGHT_BUDGET = 2 * 1024 * 1024
 
 
 def execute(page: str) -> float:
-    nb = nbformat.read(ROOT / (page + ".ipynb"), as_version=4)
+    return _execute(nbformat.read(ROOT / (page + ".ipynb"), as_version=4), (ROOT / page).parent)
+
+
+def _execute(nb: nbformat.NotebookNode, folder: Path) -> float:
     start = time.perf_counter()
-    NotebookClient(nb, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str((ROOT / page).parent)}}).execute()
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
     return time.perf_counter() - start
+
+
+# The reference: what a page costs on this machine, timed in the same run, so that totals from machines
+# of different speeds compare as ratios. It does what the pages do: start a kernel, import torch and
+# lessons_src, and train a small model on one CPU thread.
+REFERENCE_NOTEBOOK = nbformat.v4.new_notebook(cells=[
+    nbformat.v4.new_code_cell("import torch\n\nimport lessons_src"),
+    nbformat.v4.new_code_cell(
+        "torch.manual_seed(0)\n"
+        "model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))\n"
+        "optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)\n"
+        "x = torch.randn(64, 64)\n"
+        "with lessons_src.one_cpu_thread():\n"
+        "    for _ in range(1000):\n"
+        "        loss = (model(x) - x).pow(2).mean()\n"
+        "        optimizer.zero_grad()\n"
+        "        loss.backward()\n"
+        "        optimizer.step()"),
+])
+
+
+def reference_seconds() -> float:
+    return _execute(REFERENCE_NOTEBOOK, ROOT)
 
 
 def page_weights(html_root: Path) -> list[tuple[int, str]]:
@@ -81,20 +108,28 @@ def main() -> int:
     print(f"machine: {os.cpu_count()} CPUs, torch {torch.__version__}, "
           f"device {'cuda: ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu'}")
     pages = args.only or book.notebook_pages()
-    print(f"\n{'notebook':52s} {'seconds':>8s}")
+    references = [reference_seconds()]
+    print(f"\n{'notebook':52s} {'seconds':>8s} {'references':>11s}")
     times = {}
     for page in pages:
         times[page] = execute(page)
+        if page == pages[len(pages) // 2]:
+            references.append(reference_seconds())  # mid-run too: the machine's speed drifts
         flag = "  OVER 45 s" if times[page] > PAGE_BUDGET_S else ""
-        print(f"{page:52s} {times[page]:8.1f}{flag}")
+        print(f"{page:52s} {times[page]:8.1f} {times[page] / references[0]:11.2f}{flag}")
         if times[page] > PAGE_BUDGET_S:
             failures.append(f"{page} took {times[page]:.1f} s > {PAGE_BUDGET_S:.0f} s")
+    references.append(reference_seconds())
+    reference = statistics.median(references)
     for group in ("book", "exercises", "solutions"):
         part = [t for p, t in times.items() if p.startswith(group + "/")]
         if part:
-            print(f"{'  total ' + group + f' ({len(part)})':52s} {sum(part):8.1f}")
+            print(f"{'  total ' + group + f' ({len(part)})':52s} {sum(part):8.1f} {sum(part) / reference:11.1f}")
     total = sum(times.values())
-    print(f"{'the whole course':52s} {total:8.1f}  (budget {COURSE_BUDGET_S:.0f} s)")
+    print(f"{'the whole course':52s} {total:8.1f} {total / reference:11.1f}  (budget {COURSE_BUDGET_S:.0f} s)")
+    print(f"reference notebook (kernel start, imports, 1000 one-thread training steps): median "
+          f"{reference:.2f} s of {', '.join(f'{r:.2f}' for r in references)}; the references column is the "
+          "page's time in those units (per page: against the first reference timing)")
     if args.only is None and total > COURSE_BUDGET_S:
         failures.append(f"the course took {total:.0f} s > {COURSE_BUDGET_S:.0f} s")
 
