@@ -180,9 +180,11 @@ def test_a_phone_never_scrolls_the_page_sideways(server, browser, page_path):
         page.goto(f"{server}/{page_path}.html", wait_until="networkidle")
         if "\\(" in _html(HTML, page_path) or "\\[" in _html(HTML, page_path):
             page.wait_for_selector("mjx-container", state="attached", timeout=15000)
-        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        # Against the layout viewport (clientWidth, 390 px): a phone's window.innerWidth grows to the page's
+        # width when the page overflows (it zooms out), so measured against it an overflow reads as 0.
+        overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
         culprits = page.evaluate("""() => [...document.querySelectorAll('main *')]
-            .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1)
+            .filter(e => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1)
             .filter(e => !e.closest('div.highlight, div.cell_output, div.output, mjx-container, table, .ls-interactive'))
             .slice(0, 5).map(e => e.tagName + '.' + e.className + ': ' + (e.innerText || '').slice(0, 60))""")
         assert overflow <= 0, f"{page_path}: the page is {overflow} px wider than a 390 px phone: {culprits}"
