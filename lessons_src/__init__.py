@@ -39,6 +39,7 @@ from .gqa import CausalSelfAttention, GroupedQueryAttention, KVCache, kv_cache_b
 from .language_model import (
     CharTokenizer,
     LanguageModel,
+    bigram_loss,
     course_text,
     generate,
     induction_score,
@@ -102,6 +103,7 @@ __all__ = [
     "generate",
     "repeated_tokens",
     "windows",
+    "bigram_loss",
     "previous_token_score",
     "induction_score",
     "sliding_window_mask",

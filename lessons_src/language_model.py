@@ -7,6 +7,7 @@ scores that find previous-token and induction heads.
   (:class:`lessons_src.EncoderBlock`) run with a causal mask, a final LayerNorm and a read-out to
   the vocabulary; ``attention_only=True`` gives the attention-only model of the induction-head
   experiments (each layer ``x + attention(x)``, no feed-forward);
+- :func:`bigram_loss`: the count-based baseline every trained model's loss is read against;
 - :func:`next_token_probs` and :func:`generate`: sampling with a temperature and top-k;
 - :func:`repeated_tokens`, :func:`previous_token_score`, :func:`induction_score`: the data and the
   measurements of the induction-head experiment.
@@ -27,7 +28,7 @@ from .masks import causal_mask
 from .multihead import MultiHeadAttention
 from .positional import LearnedPositionalEmbedding
 
-__all__ = ["course_text", "CharTokenizer", "windows", "LanguageModel", "next_token_probs", "generate",
+__all__ = ["course_text", "CharTokenizer", "windows", "bigram_loss", "LanguageModel", "next_token_probs", "generate",
            "repeated_tokens", "previous_token_score", "induction_score"]
 
 
@@ -88,6 +89,30 @@ def windows(source: Tensor, context: int, batch_size: int,
     starts = torch.randint(0, len(source) - context - 1, (batch_size,), generator=generator).tolist()
     return (torch.stack([source[s:s + context] for s in starts]),  # (B, context)
             torch.stack([source[s + 1:s + context + 1] for s in starts]))  # (B, context), one token later
+
+
+def bigram_loss(train: Tensor, held_out: Tensor, vocab_size: int, smoothing: float = 1.0) -> float:
+    """Held-out cross-entropy (nats per token) of a bigram table counted on ``train``: the baseline.
+
+    ``p(b | a) = (count(a, b) + smoothing) / (count(a) + smoothing · vocab_size)`` from the 1-D
+    int64 token tensors; the loss is the mean of ``-log p(b | a)`` over ``held_out``'s consecutive
+    pairs. A model that reads only the previous token can at best match it; a model that uses more
+    context must beat it. Taught in the chapter "A language model and its heads".
+    """
+    check.positive_int(vocab_size, "vocab_size", "bigram_loss")
+    for name, tokens in (("train", train), ("held_out", held_out)):
+        if not isinstance(tokens, Tensor) or tokens.dim() != 1 or tokens.dtype != torch.long or len(tokens) < 2:
+            raise ValueError(f"bigram_loss: {name} must be a 1-D int64 tensor of at least 2 token ids, got "
+                             f"{getattr(tokens, 'dtype', type(tokens).__name__)} {tuple(getattr(tokens, 'shape', ()))}")
+        if tokens.min() < 0 or tokens.max() >= vocab_size:
+            raise ValueError(f"bigram_loss: {name} holds ids outside 0..{vocab_size - 1} "
+                             f"(min {tokens.min().item()}, max {tokens.max().item()})")
+    if not isinstance(smoothing, (int, float)) or isinstance(smoothing, bool) or not smoothing > 0:
+        raise ValueError(f"bigram_loss: smoothing must be a number > 0, got {smoothing!r}")
+    pairs = train[:-1] * vocab_size + train[1:]  # (N - 1,) one id per (a, b)
+    counts = torch.bincount(pairs, minlength=vocab_size**2).view(vocab_size, vocab_size).double()  # (|V|, |V|)
+    probs = (counts + smoothing) / (counts.sum(dim=1, keepdim=True) + smoothing * vocab_size)  # rows sum to 1
+    return -probs[held_out[:-1], held_out[1:]].log().mean().item()
 
 
 class _AttentionOnlyBlock(nn.Module):

@@ -3,6 +3,8 @@ causal mask, sampling against its closed form, and the head scores on weights wh
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from torch import nn
@@ -12,6 +14,7 @@ from lessons_src import EncoderBlock
 from lessons_src.language_model import (
     CharTokenizer,
     LanguageModel,
+    bigram_loss,
     course_text,
     generate,
     induction_score,
@@ -177,3 +180,23 @@ def test_windows_are_source_slices_with_targets_one_token_later():
 def test_windows_refuses_bad_input_by_name(source, context, batch_size, words):
     with pytest.raises(ValueError, match=words):
         windows(source, context, batch_size)
+
+
+def test_bigram_loss_is_the_count_table_cross_entropy():
+    train = torch.tensor([0, 1, 0, 1, 0, 2])  # after 0: 1, 1, 2; after 1: 0, 0; after 2: nothing
+    held_out = torch.tensor([0, 1, 0])
+    # add-one smoothing, |V| = 3: p(1 | 0) = (2 + 1) / (3 + 3), p(0 | 1) = (2 + 1) / (2 + 3)
+    expected = -(math.log(3 / 6) + math.log(3 / 5)) / 2
+    assert bigram_loss(train, held_out, 3) == pytest.approx(expected, rel=1e-12)
+    # no smoothing to speak of: the maximum-likelihood table, and a uniform table's loss is log |V|
+    assert bigram_loss(train, held_out, 3, smoothing=1e-9) == pytest.approx(-(math.log(2 / 3) + math.log(1.0)) / 2, abs=1e-6)
+    assert bigram_loss(torch.tensor([0, 0]), torch.tensor([1, 2, 1]), 4, smoothing=1e9) == pytest.approx(math.log(4), rel=1e-6)
+
+
+def test_bigram_loss_names_bad_input():
+    with pytest.raises(ValueError, match="held_out holds ids outside 0..2"):
+        bigram_loss(torch.tensor([0, 1]), torch.tensor([0, 3]), 3)
+    with pytest.raises(ValueError, match="train must be a 1-D int64"):
+        bigram_loss(torch.tensor([[0, 1]]), torch.tensor([0, 1]), 3)
+    with pytest.raises(ValueError, match="smoothing must be a number > 0"):
+        bigram_loss(torch.tensor([0, 1]), torch.tensor([0, 1]), 3, smoothing=0)
