@@ -6,6 +6,10 @@ Taught in the chapter "Efficient attention", which measures with these, as does
 - **time**: calls after a warm-up, timed with ``time.perf_counter`` and, on a GPU, a synchronize
   before and after (GPU calls return before the work is done); the fastest (least disturbed by
   the rest of the machine) or the median of them;
+- **comparing times** on a machine that may be busy: :func:`interleaved_times_ms` times several
+  calls in turn, round after round, so that a busy moment slows all of them alike, and
+  :func:`clearly_less` says whether one set of repeats is below another beyond their spread
+  (a page then prints "not shown on this machine now" instead of failing);
 - **peak memory** beyond what existed before the call, its output included: on CUDA,
   ``torch.cuda.max_memory_allocated``; on a CPU, which has no such counter, PyTorch's profiler
   records every allocation (+bytes) and free (-bytes) its CPU allocator sees, and the running
@@ -18,14 +22,17 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from typing import TypeVar
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-__all__ = ["synchronize", "times_ms", "time_ms", "peak_memory_bytes", "peak_memory_mib", "kernel_name"]
+__all__ = ["synchronize", "times_ms", "time_ms", "interleaved_times_ms", "clearly_less", "peak_memory_bytes",
+           "peak_memory_mib", "kernel_name"]
 
 MiB = 2**20
+K = TypeVar("K", bound=Hashable)
 
 
 def synchronize(device: torch.device | str = "cpu") -> None:
@@ -60,6 +67,45 @@ def time_ms(
 ) -> float:
     """``statistic`` (the fastest, by default; or e.g. ``statistics.median``) of ``times_ms``."""
     return statistic(times_ms(fn, runs, warmup, device))
+
+
+def interleaved_times_ms(calls: Mapping[K, Callable[[], object]], rounds: int = 5, warmup: int = 1,
+                         device: torch.device | str = "cpu") -> dict[K, list[float]]:
+    """Milliseconds of ``rounds`` calls of each ``calls[key]()``, taken in turn: one of each per round.
+
+    Back-to-back timings of one call, then the next, compare badly on a shared machine: a busy
+    moment slows whichever call runs then. Interleaved, it slows one repeat of each, and the
+    median of each list (or :func:`clearly_less`) compares them fairly. Taught in the chapter
+    "Efficient attention".
+    """
+    if rounds < 1 or warmup < 0:
+        raise ValueError(f"interleaved_times_ms: rounds must be >= 1 and warmup >= 0, got rounds={rounds}, "
+                         f"warmup={warmup}")
+    for fn in calls.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[K, list[float]] = {key: [] for key in calls}
+    for _ in range(rounds):
+        for key, fn in calls.items():
+            times[key] += times_ms(fn, runs=1, warmup=0, device=device)
+    return times
+
+
+def clearly_less(smaller: Sequence[float], larger: Sequence[float], factor: float = 1.0) -> bool:
+    """True when the repeats in ``smaller`` times ``factor`` all lie below those in ``larger``, leaving
+    out the single most disturbed repeat on each side (the slowest of ``smaller``, the fastest of
+    ``larger``) when a side has three or more.
+
+    A claim about time ("fused is faster", "doubling L more than doubles the time": ``factor=2``)
+    that holds beyond the spread of the repeats; one repeat slowed by a burst of other work does not
+    decide it. On a busy machine the spread widens and the answer becomes False: "not shown now",
+    never a wrong "shown". Taught in the chapter "Efficient attention".
+    """
+    if not smaller or not larger:
+        raise ValueError(f"clearly_less: needs at least one repeat on each side, got {len(smaller)} and {len(larger)}")
+    high = sorted(smaller)[-2] if len(smaller) >= 3 else max(smaller)
+    low = sorted(larger)[1] if len(larger) >= 3 else min(larger)
+    return high * factor < low
 
 
 @contextlib.contextmanager

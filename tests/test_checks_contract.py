@@ -11,6 +11,7 @@ feedback; results in another dtype are feedback, never an exception; an error fr
 gets the device hint.
 """
 
+import contextlib
 import functools
 import math
 from collections.abc import Callable
@@ -212,7 +213,11 @@ PATHOLOGICAL = {
 @pytest.mark.parametrize("make", PATHOLOGICAL, ids=[f.__name__ for f in PATHOLOGICAL])
 @pytest.mark.parametrize("name, i", LEARNERS, ids=LEARNER_IDS)
 def test_pathological_learners_fail_with_feedback(name, i, make):
-    with time_limits(0.3, 2.0):
+    # Only the learner that never returns gets a short limit (exact, so the test stays short); the
+    # others run under the checks' own limits, which follow the machine's speed: a busy machine
+    # must not turn a feedback test into a time-out.
+    limits = time_limits(0.3, 30.0) if make is never_returning else contextlib.nullcontext()
+    with limits:
         result = run(name, {i: make(REGISTRY[name].learners[i])})
     assert not result, str(result)
     first = str(result).splitlines()[0]

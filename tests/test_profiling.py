@@ -8,7 +8,16 @@ import pytest
 import torch
 
 from lessons_src import fused_attention, scaled_dot_product_attention
-from lessons_src.profiling import MiB, kernel_name, peak_memory_bytes, peak_memory_mib, time_ms, times_ms
+from lessons_src.profiling import (
+    MiB,
+    clearly_less,
+    interleaved_times_ms,
+    kernel_name,
+    peak_memory_bytes,
+    peak_memory_mib,
+    time_ms,
+    times_ms,
+)
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 FLOAT = 4  # bytes per float32
@@ -87,3 +96,23 @@ def test_kernel_name(device):
     name = kernel_name(lambda: fused_attention(query, query, query), device)
     assert name.startswith("aten::_scaled_dot_product_") and "math" not in name
     assert kernel_name(lambda: scaled_dot_product_attention(query, query, query), device) == "none (no fused kernel ran)"
+
+
+def test_interleaved_times_take_one_of_each_per_round():
+    order = []
+    calls = {name: (lambda name=name: order.append(name)) for name in ("a", "b", "c")}
+    times = interleaved_times_ms(calls, rounds=3, warmup=1)
+    assert order == ["a", "b", "c"] + ["a", "b", "c"] * 3  # the warm-ups, then round after round
+    assert list(times) == ["a", "b", "c"] and all(len(t) == 3 and min(t) >= 0 for t in times.values())
+    with pytest.raises(ValueError, match="rounds must be >= 1"):
+        interleaved_times_ms(calls, rounds=0)
+
+
+def test_clearly_less_needs_the_repeats_apart_but_one():
+    assert clearly_less([1.0, 1.2], [2.5, 3.0], factor=2)  # 1.2 x 2 < 2.5
+    assert not clearly_less([1.0, 1.3], [2.5, 3.0], factor=2)  # 1.3 x 2 > 2.5: the spreads overlap
+    assert not clearly_less([1.0, 5.0], [2.0, 3.0])  # with two repeats, each one counts
+    assert clearly_less([1.0, 1.1, 9.0], [0.5, 2.0, 2.2])  # one burst on each side is left out
+    assert not clearly_less([1.0, 9.0, 9.0], [0.5, 2.0, 2.2])  # two are not
+    with pytest.raises(ValueError, match="at least one repeat"):
+        clearly_less([], [1.0])

@@ -36,6 +36,7 @@ import numbers
 import os
 import re
 import signal
+import sys
 import sysconfig
 import threading
 import time
@@ -49,7 +50,7 @@ from torch import Tensor
 from ._result import DEVICE_HINT, NOT_IMPLEMENTED, CheckResult, finish, is_device_error, receive
 
 __all__ = ["Case", "Mistake", "Session", "ERROR_HINTS", "LIMITS", "time_limits", "run_check", "judge",
-           "learner_line", "describe_error", "CALLS", "call_limited", "TimeLimit", "passed", "done", "mask_pattern",
+           "learner_line", "describe_error", "CALLS", "call_limited", "TimeLimit", "machine_slowness", "passed", "done", "mask_pattern",
            "mask_mistakes", "pattern_is", "shape_is", "as_number"]
 
 
@@ -60,28 +61,76 @@ __all__ = ["Case", "Mistake", "Session", "ERROR_HINTS", "LIMITS", "time_limits",
 class TimeLimit:
     """Seconds a learner's function may take: per call, and for all the calls of one check.
 
-    Generous for a slow Colab CPU and a first CUDA call (the reference takes milliseconds); tests
-    lower them with :func:`time_limits`.
+    Generous for a slow Colab CPU and a first CUDA call (the reference takes milliseconds), and
+    multiplied by :func:`machine_slowness` when ``follow_machine`` is on (the default), so that a
+    busy machine never fails a correct answer. Only the learner's own computing counts: the time
+    its ``print`` calls take, and the check's own work between calls, do not. Tests set exact
+    limits with :func:`time_limits`.
     """
 
     per_call: float = 10.0
     per_check: float = 60.0
+    follow_machine: bool = True
 
 
 #: The limits every check uses (change them with :func:`time_limits`).
 LIMITS = TimeLimit()
 
+#: What :func:`_reference_work` takes on a quiet 2-core machine of the project's CI (measured:
+#: 1.9-2.1 ms; CONTRIBUTING.md, "Checks on a busy machine").
+QUIET_REFERENCE_SECONDS = 0.002
+
+#: How long one measurement of the machine's slowness is reused (a check takes a second or two).
+SLOWNESS_SECONDS = 30.0
+_slowness: list[float] = []  # [measured at, slowness], once measured
+
+
+def _reference_work() -> int:
+    """About 2 ms of plain Python on a quiet machine: how much of a core this process gets now.
+
+    No tensors: on a loaded machine PyTorch's intra-op threads can make tiny tensor operations 10-20
+    times slower still, which would make the measurement itself slow.
+    """
+    total = 0
+    for i in range(40000):
+        total += i * i % 7
+    return total
+
+
+def machine_slowness() -> float:
+    """How many times slower than a quiet reference machine this one runs now: 1 to 20.
+
+    The median of three timings of :func:`_reference_work` against :data:`QUIET_REFERENCE_SECONDS`,
+    reused for :data:`SLOWNESS_SECONDS`; never below 1 (a fast machine keeps the full limits) and
+    at most 20.
+    """
+    now = time.monotonic()
+    if _slowness and now - _slowness[0] < SLOWNESS_SECONDS:
+        return _slowness[1]
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        _reference_work()
+        times.append(time.perf_counter() - start)
+    _slowness[:] = [now, min(max(sorted(times)[1] / QUIET_REFERENCE_SECONDS, 1.0), 20.0)]
+    return _slowness[1]
+
 
 @contextlib.contextmanager
-def time_limits(per_call: float, per_check: float | None = None) -> Iterator[TimeLimit]:
-    """Lower (or raise) the time limits inside a ``with`` block, e.g. in a test of a learner that hangs."""
-    old = (LIMITS.per_call, LIMITS.per_check)
+def time_limits(per_call: float, per_check: float | None = None,
+                follow_machine: bool = False) -> Iterator[TimeLimit]:
+    """Set the time limits inside a ``with`` block, e.g. in a test of a learner that hangs.
+
+    Exact seconds by default (``follow_machine=False``), so that a test knows the limit it reads.
+    """
+    old = (LIMITS.per_call, LIMITS.per_check, LIMITS.follow_machine)
     LIMITS.per_call = per_call
     LIMITS.per_check = per_check if per_check is not None else max(per_call * 4, old[1])
+    LIMITS.follow_machine = follow_machine
     try:
         yield LIMITS
     finally:
-        LIMITS.per_call, LIMITS.per_check = old
+        LIMITS.per_call, LIMITS.per_check, LIMITS.follow_machine = old
 
 
 class _TimeUp(BaseException):
@@ -98,12 +147,69 @@ class _Counter:
 #: Every learner call any check makes increments ``CALLS.calls``.
 CALLS = _Counter()
 
+#: Lines of the learner's own printing shown per check; the rest are hidden (and the check says so).
+ECHO_LINES = 100
+
+
+class _Printing:
+    """Stands in for ``sys.stdout`` and ``sys.stderr`` while the learner's function runs.
+
+    Passes the first :data:`ECHO_LINES` lines of one check through (learners debug with ``print``),
+    says that the rest is hidden, and adds up the seconds spent writing, which the time limit does
+    not count: printing is slow in a notebook on a busy machine, and it is not the learner's
+    computation.
+    """
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.lines = 0
+
+    def stream(self, real: object) -> object:
+        printing = self
+
+        class _Stream:
+            def write(self, text: str) -> int:
+                start = time.perf_counter()
+                try:
+                    if printing.lines < ECHO_LINES:
+                        real.write(text)
+                        printing.lines += text.count("\n")
+                        if printing.lines >= ECHO_LINES:
+                            real.write(f"\n[the check hides the rest of what your function prints: {ECHO_LINES} "
+                                       "lines are shown]\n")
+                    return len(text)
+                finally:
+                    printing.seconds += time.perf_counter() - start
+
+            def flush(self) -> None:
+                start = time.perf_counter()
+                try:
+                    real.flush()
+                finally:
+                    printing.seconds += time.perf_counter() - start
+
+            def __getattr__(self, name: str) -> object:
+                return getattr(real, name)
+
+        return _Stream()
+
+    @contextlib.contextmanager
+    def capturing(self) -> Iterator[None]:
+        old = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = self.stream(old[0]), self.stream(old[1])
+        try:
+            yield
+        finally:
+            sys.stdout, sys.stderr = old
+
 
 def call_limited(fn: Callable[..., object], args: Sequence[object], kwargs: dict[str, object],
-                 limit: float) -> tuple[str, object, float]:
+                 limit: float, printing: _Printing | None = None) -> tuple[str, object, float]:
     """Run ``fn(*args, **kwargs)`` for at most ``limit`` seconds, without ever killing the kernel.
 
-    Returns ``("ok", value, seconds)``, ``("raised", exception, seconds)`` or ``("timeout", None, limit)``.
+    Returns ``("ok", value, seconds)``, ``("raised", exception, seconds)`` or ``("timeout", None, seconds)``;
+    ``seconds`` leave out the time spent printing when ``printing`` (a :class:`_Printing`) is given:
+    its ``print`` output passes through it, and the limit is extended by the time printing took.
 
     Why two ways: in the main thread (a notebook cell, pytest) a ``SIGALRM`` timer
     (``signal.setitimer``) raises :class:`_TimeUp` inside the learner's code, so a ``while True``
@@ -115,9 +221,19 @@ def call_limited(fn: Callable[..., object], args: Sequence[object], kwargs: dict
     and exits normally). PyTorch's grad mode is per thread, so the thread inherits the caller's.
     """
     CALLS.calls += 1
+    printing = printing if printing is not None else _Printing()
+    printed_before = printing.seconds
     start = time.perf_counter()
+
+    def computing() -> float:  # seconds of this call, printing left out
+        return time.perf_counter() - start - (printing.seconds - printed_before)
+
     if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
         def alarm(signum, frame):
+            left = limit - computing()
+            if left > 1e-3:  # the learner printed meanwhile: the limit moves by that much
+                signal.setitimer(signal.ITIMER_REAL, left)
+                return
             raise _TimeUp
 
         old_handler = signal.signal(signal.SIGALRM, alarm)
@@ -125,13 +241,14 @@ def call_limited(fn: Callable[..., object], args: Sequence[object], kwargs: dict
         done, outcome = False, None
         try:
             try:
-                value = fn(*args, **kwargs)
+                with printing.capturing():
+                    value = fn(*args, **kwargs)
                 done, outcome = True, ("ok", value)
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
         except _TimeUp:
             if not done:
-                return "timeout", None, limit
+                return "timeout", None, max(computing(), limit)
         except Exception as exc:  # the learner's code may raise anything: it is feedback
             outcome = ("raised", exc)
         finally:
@@ -139,7 +256,7 @@ def call_limited(fn: Callable[..., object], args: Sequence[object], kwargs: dict
             if old_timer[0] > 0:  # someone else's timer: give it back what is left
                 signal.setitimer(signal.ITIMER_REAL, max(old_timer[0] - (time.perf_counter() - start), 1e-3),
                                  old_timer[1])
-        return outcome[0], outcome[1], time.perf_counter() - start
+        return outcome[0], outcome[1], computing()
 
     box: dict[str, object] = {}
     grad = torch.is_grad_enabled()
@@ -152,12 +269,15 @@ def call_limited(fn: Callable[..., object], args: Sequence[object], kwargs: dict
             box["raised"] = exc
 
     thread = threading.Thread(target=target, daemon=True, name="learner-call")
-    thread.start()
-    thread.join(limit)
+    with printing.capturing():  # sys.stdout is process-wide: the thread's printing passes through it too
+        thread.start()
+        thread.join(limit)
+        while thread.is_alive() and limit - computing() > 1e-3:
+            thread.join(limit - computing())
     if thread.is_alive():
-        return "timeout", None, limit
+        return "timeout", None, max(computing(), limit)
     kind = "ok" if "ok" in box else "raised"
-    return kind, box.get(kind), time.perf_counter() - start
+    return kind, box.get(kind), computing()
 
 
 # -- exceptions -> feedback ------------------------------------------------------------------------
@@ -293,7 +413,17 @@ class Session:
         #: off for checks that read how their own modules were called.
         self.copy_modules = copy_modules
         self.calls = 0
-        self.started = time.perf_counter()
+        #: Seconds the learner's function has computed so far (its printing and the check's own work left out).
+        self.seconds = 0.0
+        #: How many times slower than a quiet machine this one runs (1 with ``follow_machine`` off).
+        self.slowness = machine_slowness() if LIMITS.follow_machine else 1.0
+        self.printing = _Printing()
+
+    def _limit_text(self, base: float) -> str:
+        if self.slowness == 1.0:
+            return f"{base:g} s"
+        return (f"{base:g} s x {self.slowness:.1f} = {base * self.slowness:.3g} s (this machine runs "
+                f"{self.slowness:.1f} times slower than a quiet one right now)")
 
     def fail(self, summary: str, hint: str, details: Sequence[str] = ()) -> CheckResult:
         """A failing result (not finished yet)."""
@@ -317,24 +447,30 @@ class Session:
                                    "not `check(my_function(...))`.")
         if not isinstance(args, dict):
             args = dict(zip(_parameter_names(fn, len(args)), args, strict=True))
-        left = LIMITS.per_check - (time.perf_counter() - self.started)
+        per_call, per_check = LIMITS.per_call * self.slowness, LIMITS.per_check * self.slowness
+        left = per_check - self.seconds
         if left <= 0:
-            return None, self.fail(f"the check's time limit of {LIMITS.per_check:g} s ran out after {self.calls} "
-                                   f"calls of your function ({where})",
+            return None, self.fail(f"the check's time limit ran out after {self.calls} calls of your function "
+                                   f"({where}): {self.seconds:.1f} s of computing, the limit is "
+                                   f"{self._limit_text(LIMITS.per_check)}",
                                    "your function is far slower than it should be: look for a Python loop over "
                                    "every element, or a computation repeated inside a loop.")
-        limit = min(LIMITS.per_call, left)
+        limit = min(per_call, left)
         given = {name: _copy(v, self.copy_modules) for name, v in args.items()}
         given_kw = {name: _copy(v, self.copy_modules) for name, v in kwargs.items()}
         self.calls += 1
-        kind, value, seconds = call_limited(fn, list(given.values()), given_kw, limit)
+        kind, value, seconds = call_limited(fn, list(given.values()), given_kw, limit, self.printing)
+        self.seconds += seconds
         if kind == "timeout":
-            which = "per call" if limit == LIMITS.per_call else "for the whole check"
-            return None, self.fail(f"your function did not return within {limit:g} s, the time limit {which} "
-                                   f"({where})",
+            which = ("the time limit per call" if limit == per_call
+                     else "what was left of the time limit for the whole check")
+            base = LIMITS.per_call if limit == per_call else LIMITS.per_check
+            return None, self.fail(f"your function did not return within {limit:.3g} s, {which} ({where})",
                                    "look for a loop that never ends (a `while` whose condition never changes) or "
                                    "a loop over far more items than the inputs have; interrupt the kernel if it "
-                                   "is still busy.")
+                                   "is still busy.",
+                                   [f"stopped after {seconds:.1f} s of computing; the limit is "
+                                    f"{self._limit_text(base)}; time spent printing is not counted"])
         if kind == "raised":
             what, hint = describe_error(value, self.hints)
             return None, self.fail(what if what == "not implemented yet" else f"{what} ({where})", hint)
