@@ -8,6 +8,8 @@
 #              each executed notebook is kept in _build/launch/ for the site stage
 #   site       the site built with -W (from the kept executions where they match), two executions
 #              of every page compared, the browser tests
+#   load       with one busy process per core: every page that measures time run as Colab runs it
+#              (ipywidgets 7.7.1 and 8), the checks' contract test and learner table
 #   frontend   Binder's environment with real JupyterLab, driven by Chromium: run every chapter, move every slider
 # Usage: bash scripts/test.sh [STAGE ...]     (extra pytest options: PYTEST_ADDOPTS="...")
 set -euo pipefail
@@ -16,7 +18,7 @@ source scripts/_venv.sh
 ensure_venv dev
 
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(lint unit dist notebooks site frontend)
+[ ${#stages[@]} -gt 0 ] || stages=(lint unit dist notebooks load site frontend)
 
 # The browser tests drive Debian's Chromium (Playwright cannot download browsers here).
 if [[ " ${stages[*]} " =~ " "(site|frontend)" " ]] && [ ! -x /usr/bin/chromium ]; then
@@ -38,12 +40,13 @@ run_stage() {
   echo; echo "==> $1"
   case "$1" in
     lint) ruff check lessons_src tests scripts benchmarks book/_ext || ok=1; check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml || ok=1; zizmor --offline --strict-collection --min-severity high .github/workflows || ok=1 ;;
-    unit) pytest -q -m "not site and not dist and not launch and not frontend" || ok=1 ;;
+    unit) pytest -q -m "not site and not dist and not launch and not frontend and not load" || ok=1 ;;
     dist) pytest -q -m dist || ok=1 ;;
     notebooks) pytest -q -m launch -n 2 || ok=1 ;;  # two xdist workers (tests/test_launch.py)
     site) pytest -q -m site || ok=1 ;;
+    load) pytest -q -m load -rP || ok=1 ;;  # one worker: the busy processes take the other cores
     frontend) pytest -q -m frontend || ok=1 ;;
-    *) echo "unknown stage '$1' (lint, unit, dist, notebooks, site, frontend)" >&2; ok=1 ;;
+    *) echo "unknown stage '$1' (lint, unit, dist, notebooks, load, site, frontend)" >&2; ok=1 ;;
   esac
   if [ $ok = 0 ]; then echo "    ok ($((SECONDS - t0)) s)"; else echo "    FAILED ($((SECONDS - t0)) s)"; status=1; fi
 }

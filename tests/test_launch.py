@@ -91,7 +91,8 @@ PARAMS = [pytest.param(name, notebook, id=f"{name}-{_rel(notebook)}") for notebo
 def launched(request, tmp_path_factory):
     """The venvs this run needs and the release repository, prepared once for all xdist workers."""
     names = sorted({item.callspec.params["name"] for item in request.session.items
-                    if item.get_closest_marker("launch") and hasattr(item, "callspec")})
+                    if (item.get_closest_marker("launch") or item.get_closest_marker("load"))
+                    and "name" in getattr(getattr(item, "callspec", None), "params", {})})
     shared = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         shared = shared.parent  # the session's directory, above each worker's own

@@ -77,7 +77,7 @@ class TimeLimit:
 LIMITS = TimeLimit()
 
 #: What :func:`_reference_work` takes on a quiet 2-core machine of the project's CI (measured:
-#: 1.9-2.1 ms; CONTRIBUTING.md, "Checks on a busy machine").
+#: 1.9-2.1 ms; CONTRIBUTING.md, "Time on a busy machine").
 QUIET_REFERENCE_SECONDS = 0.002
 
 #: How long one measurement of the machine's slowness is reused (a check takes a second or two).
