@@ -30,8 +30,9 @@ def online_softmax_update(
     """Fold one block of keys into the running softmax of a block of queries.
 
     Shapes: ``running_max`` and ``running_sum`` ``(..., Lq)``, ``output`` ``(..., Lq, d_v)`` (the
-    unnormalised ``Σ exp(s - m) v``), ``scores`` ``(..., Lq, Bk)`` for the block's ``Bk`` keys,
-    already scaled, with ``-inf`` where a query may not attend, ``value`` ``(..., Bk, d_v)``.
+    unnormalised ``Σ exp(s - m) v``), ``scores`` ``(..., Lq, Bc)`` for the block's ``Bc`` keys,
+    already scaled, with ``-inf`` where a query may not attend, ``value`` ``(..., Bc, d_v)`` (the
+    same leading axes as ``scores``, or none).
     Returns the new ``(running_max, running_sum, output)``. Start from ``-inf``, ``0`` and ``0``;
     after the last block, ``output / running_sum`` is softmax(all scores) @ V. A query that has
     seen only ``-inf`` keeps a zero sum and a zero output. Taught in the chapter "Tiled attention
@@ -41,7 +42,7 @@ def online_softmax_update(
     # Subtract 0 instead of -inf where nothing is visible yet: exp(-inf - 0) = 0, no NaN.
     shift = torch.where(torch.isinf(new_max), torch.zeros_like(new_max), new_max)
     rescale = torch.exp(running_max - shift)  # (..., Lq): the old terms, re-based on the new max
-    p = torch.exp(scores - shift.unsqueeze(-1))  # (..., Lq, Bk)
+    p = torch.exp(scores - shift.unsqueeze(-1))  # (..., Lq, Bc)
     new_sum = running_sum * rescale + p.sum(dim=-1)
     new_output = output * rescale.unsqueeze(-1) + p @ value  # (..., Lq, d_v)
     return new_max, new_sum, new_output
@@ -99,13 +100,13 @@ def tiled_attention(
     scale = 1.0 / math.sqrt(query.size(-1))
     blocks = []
     for q0 in range(0, len_q, block_size):
-        q = query[..., q0:q0 + block_size, :] * scale  # (..., Bq, d_k)
-        batch_and_rows = q.shape[:-1]  # (..., Bq)
+        q = query[..., q0:q0 + block_size, :] * scale  # (..., Br, d_k)
+        batch_and_rows = q.shape[:-1]  # (..., Br)
         running_max = torch.full(batch_and_rows, -math.inf, dtype=q.dtype, device=q.device)
         running_sum = torch.zeros(batch_and_rows, dtype=q.dtype, device=q.device)
         output = torch.zeros(*batch_and_rows, value.size(-1), dtype=value.dtype, device=value.device)
         for k0 in range(0, len_k, block_size):
-            scores = q @ key[..., k0:k0 + block_size, :].transpose(-2, -1)  # (..., Bq, Bk)
+            scores = q @ key[..., k0:k0 + block_size, :].transpose(-2, -1)  # (..., Br, Bc)
             if mask is not None:
                 visible = mask[..., q0:q0 + block_size, k0:k0 + block_size]
                 if not visible.any():

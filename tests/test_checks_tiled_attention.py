@@ -31,7 +31,7 @@ def with_nan_to_num(running_max, running_sum, output, scores, value):
     new_max = torch.max(running_max, scores.max(dim=-1).values)
     rescale = torch.exp(running_max - new_max).nan_to_num(0.0)
     p = torch.exp(scores - new_max[..., None]).nan_to_num(0.0)
-    return new_max, running_sum * rescale + p.sum(-1), output * rescale[..., None] + torch.einsum("...qk,kd->...qd", p, value)
+    return new_max, running_sum * rescale + p.sum(-1), output * rescale[..., None] + torch.einsum("...qk,...kd->...qd", p, value)
 
 
 @add(CHECK)
@@ -138,6 +138,22 @@ def one_max_for_the_block(running_max, running_sum, output, scores, value):
 @add(CHECK, mistake="returned a tuple of 2 items")
 def forgets_the_max(running_max, running_sum, output, scores, value):
     return reference(running_max, running_sum, output, scores, value)[1:]
+
+
+@add(CHECK, mistake="your function raised RuntimeError")
+def einsum_for_unbatched_values(running_max, running_sum, output, scores, value):
+    """Reads `value` as (Bc, d_v) in einsum, which the chapter's batched values are not."""
+    m = torch.maximum(running_max, scores.amax(-1))
+    shift = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+    rescale = torch.exp(running_max - shift)
+    p = torch.exp(scores - shift[..., None])
+    return m, running_sum * rescale + p.sum(-1), output * rescale[..., None] + torch.einsum("...qk,kd->...qd", p, value)
+
+
+def test_values_with_batch_axes_are_checked_and_the_hint_says_how():
+    result = check_online_softmax_update(einsum_for_unbatched_values)
+    assert not result and "case 3/5" in str(result).splitlines()[0], str(result)
+    assert "...qk,...kd->...qd" in str(result), str(result)
 
 
 def test_the_reference_and_the_package_pass():

@@ -64,6 +64,9 @@ RULES = [
          "T", "The cache holds the keys of the $T$ tokens before.", context=r"\bcache[sd]?\b"),
     Rule("F for the feed-forward width", r"(?<![\\A-Za-z])F(?![A-Za-z(])", "d_{ff}",
          "With a hidden width $F$ the weights are (F, D).", context=r"\bwidth\b"),
+    Rule("b_q, b_k for the sizes of a tile (b is a sequence's index in the padding mask, b_q and b_k are biases; "
+         "a tile is B_r queries by B_c keys)", r"(?<![\\A-Za-z])b_\{?[qkrc]\b", "B_r",
+         "A tile holds $b_q$ queries.", context=r"\b(blocks?|tiles?)\b"),
 ]
 
 # LaTeX whose argument is words, not symbols: \text{base}, \mathrm{softmax}, \operatorname{diag}.

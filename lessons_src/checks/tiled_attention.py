@@ -2,8 +2,9 @@
 
 The learner writes ``online_softmax_update(running_max, running_sum, output, scores, value) ->
 (running_max, running_sum, output)``, which folds one block of keys into the running state of
-some queries. The cases vary the number of queries, the block's size, ``d_v`` and the batch axes;
-they include a block that raises the maximum of some rows and not others, masked keys (-inf), a
+some queries. ``value`` is ``(..., Bc, d_v)``, with the same leading (batch) axes as ``scores``,
+as the chapter passes it. The cases vary the number of queries, the block's size, ``d_v`` and the
+batch axes (one case carries them on ``value`` too); they include a block that raises the maximum of some rows and not others, masked keys (-inf), a
 row that has seen only masked keys, and scores large enough that ``exp`` without the maximum
 overflows. The mistakes are the table :data:`MISTAKES`, built on the framework (``_framework.py``).
 """
@@ -47,8 +48,9 @@ def _cases() -> list[Case]:
     # 2. Three queries, a block that raises the maximum of rows 0 and 2 but not row 1.
     old_scores, old_value = torch.tensor([[0.5, 1.0], [3.0, -1.0], [-2.0, 0.0]]), rand(2, 2)
     raised = torch.tensor([[2.5, -0.5, 0.0, 1.0, 0.2], [0.1, 0.2, 2.0, -3.0, 1.0], [1.5, 0.3, -0.7, 0.9, 0.0]])
-    # 3. A batch (2, 4 queries), every row's maximum raised by a block of 3 keys, d_v = 6.
-    old3, value3_old = rand(2, 4, 4), rand(4, 6)
+    # 3. A batch (2, 4 queries), every row's maximum raised by a block of 3 keys, d_v = 6; the values carry
+    #    the batch axis too, (2, Bc, d_v), as the chapter passes them.
+    old3, value3_old = rand(2, 4, 4), rand(2, 4, 6)
     # 4. Masked keys: row 0 sees some, row 1 has seen only masked keys and sees only masked ones again,
     #    row 2 saw nothing before and sees keys now.
     old4 = torch.tensor([[0.2, -math.inf], [-math.inf, -math.inf], [-math.inf, -math.inf]])
@@ -59,9 +61,9 @@ def _cases() -> list[Case]:
         case("3 queries, a block of 5 keys that raises the maximum of rows 0 and 2 but not row 1, d_v=2",
              _state(old_scores, old_value), raised, rand(5, 2)),
         case("the first block: 1 query, 4 keys, d_v=3, state (-inf, 0, 0)", first, rand(1, 4), rand(4, 3)),
-        case("a batch of 2 x 4 queries, 3 keys whose scores raise every row's maximum, d_v=6",
-             _state(old3, value3_old), old3.amax(-1, keepdim=True) + 1.0 + rand(2, 4, 3, scale=0.5).abs(),
-             rand(3, 6)),
+        case("a batch of 2 x 4 queries, 3 keys whose scores raise every row's maximum, d_v=6, value batched "
+             "(2, 3, 6) as in the chapter", _state(old3, value3_old),
+             old3.amax(-1, keepdim=True) + 1.0 + rand(2, 4, 3, scale=0.5).abs(), rand(2, 3, 6)),
         case("masked keys (-inf): row 1 has seen only masked keys and gets only masked keys again, "
              "row 2 saw nothing before this block", _state(old4, rand(2, 4)), new4, rand(4, 4)),
         case("scores near 90, where exp() overflows float32 unless the maximum is subtracted, d_v=5",
@@ -162,14 +164,17 @@ MISTAKES = [
 
 HINTS = [(r"amax|max\(\): Expected reduction dim|dimension specified as",
           "take the block's maximum over the keys, the last dim: `scores.amax(dim=-1)` (or "
-          "`scores.max(dim=-1).values`).")]
+          "`scores.max(dim=-1).values`)."),
+         (r"einsum\(\).*(subscripts|ellipsis)|mat2 must be a matrix|self must be a matrix",
+          "`value` is (..., Bc, d_v), with the same batch axes as `scores` (the chapter passes batched values): "
+          "`p @ value` broadcasts over them; in einsum write '...qk,...kd->...qd'.")]
 
 
 def check_online_softmax_update(fn: Callable[..., object]) -> CheckResult:
     """Check a learner's ``fn(running_max, running_sum, output, scores, value)`` (exercise 12).
 
     ``running_max``, ``running_sum`` ``(..., Lq)``, ``output`` ``(..., Lq, d_v)`` (unnormalised),
-    ``scores`` ``(..., Lq, Bk)`` (``-inf`` where masked), ``value`` ``(Bk, d_v)`` -> the new
+    ``scores`` ``(..., Lq, Bc)`` (``-inf`` where masked), ``value`` ``(..., Bc, d_v)`` -> the new
     ``(running_max, running_sum, output)``, as :func:`lessons_src.online_softmax_update`. Five cases (a rising maximum on
     some rows first, then a first block); the first failing one is reported, naming the mistake. Never raises because of the learner's
     code (under ``LESSONS_SRC_STRICT=1`` a failure raises AssertionError).
@@ -180,4 +185,4 @@ def check_online_softmax_update(fn: Callable[..., object]) -> CheckResult:
     if failure is not None:
         return done(failure)
     return done(passed(session, f"all {len(cases)} cases match the reference (a first block, a rising maximum on "
-                                "some rows, a batch, masked keys and a row that has seen none, scores near 90)"))
+                                "some rows, a batch with batched values, masked keys and a row that has seen none, scores near 90)"))
