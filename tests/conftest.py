@@ -23,6 +23,15 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
+def _checks_forget_earlier_tries():
+    """A check compares a failure with its last one (lessons_src/checks/_result.py, ``remember``):
+    each test starts as a learner's first try, whatever the tests before it ran."""
+    from lessons_src.checks import _result
+
+    _result._LAST_FAILURE.clear()
+
+
+@pytest.fixture(autouse=True)
 def _not_strict(monkeypatch):
     """Unit tests inspect check results; strict mode (raise on failure) is tested explicitly."""
     if os.environ.get("LESSONS_SRC_STRICT"):

@@ -67,6 +67,22 @@ RULES = [
     Rule("b_q, b_k for the sizes of a tile (b is a sequence's index in the padding mask, b_q and b_k are biases; "
          "a tile is B_r queries by B_c keys)", r"(?<![\\A-Za-z])b_\{?[qkrc]\b", "B_r",
          "A tile holds $b_q$ queries.", context=r"\b(blocks?|tiles?)\b"),
+    Rule("T for the temperature (T is chapter 15's half-length)", r"(?<![\\A-Za-z])T(?![A-Za-z])", "\\tau",
+         "Divide the logits by $T$, the temperature.", context=r"\btemperatures?\b"),
+    Rule("a bare b for a number of blocks (a tile is B_r queries by B_c keys; b indexes a sequence)",
+         r"(?<![\\A-Za-z])b(?![A-Za-z_'])", "B_r",
+         "The grid has $b^2$ tiles for as many blocks per side.", context=r"\bblocks per\b|\bnumber of blocks\b"),
+    Rule("q_i · k_j (vectors are rows: the score of query i and key j is q_i k_j^T)",
+         r"q_\{?i\}?\s*\\cdot\s*k_", "q_i k_j^\\top", "The score is $q_i \\cdot k_j / \\sqrt{d_k}$."),
+]
+
+#: Misuses in code: figure labels and variable names, which the reader sees as much as the maths.
+CODE_RULES = [
+    Rule("positions written m and n in a figure (the notation page: i for a query, j for a key)",
+         r"""(?:label|title|suptitle|text)\w*\s*[=(][^\n]*["'][^"'\n]*(?:\bpositions?\s+\$?[mn]\b|\b[mn]\s*[-−]\s*[mn]\b)""",
+         "query $i$", 'ax.set(xlabel="key position n", ylabel="query position m")'),
+    Rule("V as a variable for the vocabulary size (V is always the values; the code writes vocab_size)",
+         r"(?m)^\s*V\s*=\s*len\(", "vocab_size", "V = len(vocabulary)"),
 ]
 
 # LaTeX whose argument is words, not symbols: \text{base}, \mathrm{softmax}, \operatorname{diag}.
@@ -113,6 +129,32 @@ def test_every_page_is_read() -> None:
 def test_rule_flags_its_example_and_names_a_symbol_of_the_notation_page(rule: Rule) -> None:
     assert [name for name, _, _ in misuses(rule.example, [rule])] == [rule.name], rule.example
     assert rule.instead in NOTATION.read_text(), f"{rule.instead!r} is not on the notation page"
+
+
+def code_misuses(code: str, rules: list[Rule] = CODE_RULES) -> list[tuple[str, str]]:
+    """(rule name, line) for every line of ``code`` that a code rule flags."""
+    return [(rule.name, match.group(0).strip()[:160]) for rule in rules for match in re.finditer(rule.symbol, code)]
+
+
+@pytest.mark.parametrize("rule", CODE_RULES, ids=lambda rule: rule.name)
+def test_code_rule_flags_its_example_and_names_a_symbol_of_the_notation_page(rule: Rule) -> None:
+    assert [name for name, _ in code_misuses(rule.example, [rule])] == [rule.name], rule.example
+    assert rule.instead in NOTATION.read_text(), f"{rule.instead!r} is not on the notation page"
+
+
+def code_of(path: Path) -> str:
+    if path.suffix == ".py":
+        return path.read_text()
+    return "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
+
+
+CODE = [p for p in pages() if p.suffix == ".ipynb"] + sorted((ROOT / "lessons_src" / "figures").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", CODE, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_code_uses_the_notation(path: Path) -> None:
+    found = code_misuses(code_of(path))
+    assert not found, "\n".join(f"{name}: {line}" for name, line in found)
 
 
 @pytest.mark.parametrize("path", pages(), ids=lambda p: p.relative_to(ROOT).as_posix())

@@ -84,3 +84,39 @@ def test_exercise_has_a_solution_that_differs_only_in_the_answer(exercise):
         else:
             assert ex_src == sol_src, f"code cell {i} differs between exercise and solution"
     assert "lessons_src.checks" in ex_code[-1][0], "the last code cell runs the check"
+
+
+def bare_asserts(path) -> list[str]:
+    """The ``assert`` statements of a notebook's code cells that carry no message (IPython's
+    ``%``/``!`` lines left out)."""
+    import ast
+
+    found = []
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type != "code":
+            continue
+        code = "\n".join(line[: len(line) - len(line.lstrip())] + "pass" if line.lstrip().startswith(("%", "!"))
+                         else line for line in cell.source.splitlines())
+        for node in ast.walk(ast.parse(code)):
+            if isinstance(node, ast.Assert) and node.msg is None:
+                found.append(ast.get_source_segment(code, node) or f"line {node.lineno}")
+    return found
+
+
+def test_bare_asserts_are_found():
+    import tempfile
+    from pathlib import Path
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%pip install x\nassert 1 == 1\nassert 2, 'two'")])
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "x.ipynb"
+        nbformat.write(nb, path)
+        assert bare_asserts(path) == ["assert 1 == 1"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_every_assert_on_a_page_says_what_it_checks(path):
+    """A learner who meets a failing assert must read what it checks, not a bare AssertionError
+    (issue 27; CONTRIBUTING.md, "Time on a busy machine")."""
+    bare = bare_asserts(path)
+    assert not bare, f"{len(bare)} asserts without a message:\n" + "\n".join(bare[:20])

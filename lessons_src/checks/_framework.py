@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from ._diagnosis import diagnose
 from ._result import DEVICE_HINT, NOT_IMPLEMENTED, CheckResult, finish, is_device_error, receive
 
 __all__ = ["Case", "Mistake", "Session", "ERROR_HINTS", "LIMITS", "time_limits", "run_check", "judge",
@@ -327,11 +328,48 @@ ERROR_HINTS: list[tuple[str, ...]] = [
     (r"takes (?P<n>\d+) positional arguments? but (?P<m>\d+) (were|was) given|missing \d+ required positional",
      "give your function exactly the parameters of the exercise's stub, in the same order.",
      "your function does not take the exercise's parameters"),
-    (r"mat1 and mat2 shapes cannot be multiplied|size of tensor a \(\d+\) must match|shapes cannot be multiplied"
-     r"|must match the size of tensor b",
-     "two tensors with incompatible shapes meet in one step: print the shape of each intermediate tensor; "
-     "transpose only the last two dims (`.transpose(-2, -1)`, not `.T`)."),
-    (r"expected scalar type|dtype|Float but found|Long but found|Bool but found",
+    (r"mat1 and mat2 shapes cannot be multiplied \((?P<a>\S+) and (?P<b>\S+)\)",
+     "in `A @ B` the last dim of A must equal the second-to-last dim of B; here they are (\\g<a>) and "
+     "(\\g<b>). Print the shapes of both operands: the one that needs turning is transposed in its last two dims "
+     "(`.transpose(-2, -1)`, not `.T`, which reverses every dim).",
+     "a matrix product of incompatible shapes (\\g<a>) @ (\\g<b>)"),
+    (r"Expected size for first two dimensions of batch2 tensor to be: \[(?P<a>[^\]]*)\] but got: \[(?P<b>[^\]]*)\]"
+     r"|Expected (?P<c>.*) to have the same (?P<what>size|shape) as",
+     "in a batched `A @ B`, the leading (batch) dims must agree and the last dim of A must equal the "
+     "second-to-last of B: print the shapes of both operands and line up their dims.",
+     "a batched matrix product whose operands' shapes do not line up"),
+    (r"The size of tensor a \((?P<a>\d+)\) must match the size of tensor b \((?P<b>\d+)\) at non-singleton "
+     r"dimension (?P<d>\d+)",
+     "in an element-wise step (`+`, `*`, `/`, `masked_fill`, `torch.where`) two shapes must be equal or 1 in each dim, "
+     "counting from the right; here sizes \\g<a> and \\g<b> meet in dim \\g<d>. Print both shapes: keep a reduced dim "
+     "with `keepdim=True`, or add a missing one with `[..., None]` / `.unsqueeze(...)`.",
+     "an element-wise operation on shapes that do not broadcast (sizes \\g<a> and \\g<b> in dim \\g<d>)"),
+    (r"The expanded size of the tensor \((?P<a>-?\d+)\) must match the existing size \((?P<b>\d+)\) at "
+     r"non-singleton dimension (?P<d>\d+)",
+     "`expand` can only stretch dims of size 1: dim \\g<d> has size \\g<b>, not 1. Use `repeat`/`repeat_interleave` "
+     "to copy it, or add a dim of size 1 first.",
+     "`expand` of a dim whose size is not 1 (size \\g<b> in dim \\g<d>)"),
+    (r"shape '\[(?P<shape>[^\]]*)\]' is invalid for input of size (?P<n>\d+)",
+     "a `view`/`reshape` to [\\g<shape>] must keep the number of entries (\\g<n>): multiply out the sizes you ask for and "
+     "compare; use -1 for the one size you want computed.",
+     "a reshape to [\\g<shape>] that does not keep the \\g<n> entries"),
+    (r"Dimension out of range \(expected to be in range of \[(?P<lo>-?\d+), (?P<hi>-?\d+)\], but got (?P<got>-?\d+)\)",
+     "the tensor's dims are numbered \\g<lo> .. \\g<hi>, so dim \\g<got> does not exist: print its shape; count dims from the end "
+     "(`dim=-1` is the last) so the code works with or without a batch dim.",
+     "a dim that does not exist (dim \\g<got> of a tensor with dims \\g<lo>..\\g<hi>)"),
+    (r"index (?P<i>-?\d+) is out of bounds for dimension (?P<d>\d+) with size (?P<n>\d+)",
+     "dim \\g<d> has size \\g<n>: its indices run from 0 to one less than \\g<n> (or from -\\g<n> to -1): print the index you compute "
+     "and the size; a position one past the end is a classic off-by-one.",
+     "an index out of range (\\g<i> in dim \\g<d> of size \\g<n>)"),
+    (r"too many indices for tensor of dimension (?P<n>\d+)",
+     "the tensor has only \\g<n> dims: print its shape before indexing it.",
+     "more indices than the tensor has dims (\\g<n>)"),
+    (r"expected scalar type (?P<a>\w+) but found (?P<b>\w+)|expected (?P<c>m1 and m2|both|mat1 and mat2) to have the same dtype"
+     r"|(?P<d>\w+) but found (?P<e>\w+)",
+     "two tensors of different dtypes meet in one step: make new tensors with `dtype=x.dtype` (and masks with "
+     "`dtype=torch.bool`); print `.dtype` of each operand.",
+     "tensors of two different dtypes in one operation"),
+    (r"dtype",
      "two tensors of different dtypes meet in one step: make new tensors with `dtype=x.dtype` (and masks with "
      "`dtype=torch.bool`)."),
     (r"'NoneType' object|NoneType",
@@ -679,8 +717,10 @@ def _verdict_one(name: str, got: object, expected: object, tol: float,
     if torch.allclose(g, e, rtol=tol, atol=tol, equal_nan=True):
         return None
     if not torch.isfinite(g).all() and torch.isfinite(e).all():
-        return (f"{name} contains NaN or inf", "look for a division by zero, a softmax over a row of only -inf, or a "
-                "hand-written exp() that overflows (`torch.softmax` is safe).", _first_difference(name, got, expected, tol))
+        return (f"{name} contains NaN or inf", "look for a division by zero, a softmax over a row of only -inf, a "
+                "hand-written exp() that overflows (`torch.softmax` is safe), or a softmax stabilised with the largest "
+                "value of the whole tensor instead of each row's own (`keepdim=True`): rows far below it become 0 / 0.",
+                _first_difference(name, got, expected, tol))
     return (f"{name} differs from the reference", "compare each step with the chapter's formula.",
             _first_difference(name, got, expected, tol))
 
@@ -738,6 +778,17 @@ def judge(session: Session, where: str, case: Case, got: object, expected: objec
     if len(problems) > 1 and all(p[2] and p[0].endswith("differs from the reference") for _, p in problems):
         what = f"{' and '.join(n for n, _ in problems)} differ from the reference"
         details = [line for _, p in problems for line in p[2][:1]]
+    if what.endswith("differs from the reference") or what.endswith("differ from the reference"):
+        # No listed mistake: say how and where each wrong item differs (_diagnosis.py).
+        found = [(name, diagnose(name, items[outputs.index(name)], wanted[outputs.index(name)], case.info, tol))
+                 for name, problem in problems if problem[0].endswith("differs from the reference")]
+        found = [(name, f) for name, f in found if f is not None]
+        if len(found) == 1:
+            what = f"{what}: {found[0][1][0]}"
+            details = [*found[0][1][1], *details]
+        elif found:
+            what = f"{what}: " + "; ".join(f"{name}: {how}" for name, (how, _) in found)
+            details = [*(line for _, (_, lines) in found for line in lines), *details]
     return session.fail(f"{what} ({where})", hint, [*details, *_expected_got(outputs, items, wanted)])
 
 
@@ -757,10 +808,69 @@ def _expected_got(outputs: Sequence[str], items: Sequence[object], wanted: Seque
             f"got {', '.join(f'{n} {_describe(g)}' for n, g in zip(outputs, items, strict=True))}"]
 
 
+def _relative_change(base: object, moved: object) -> float:
+    """The largest ``|moved - base| / (1 + |base|)`` over the tensors of two results (what allclose's rtol = atol reads)."""
+    if isinstance(base, (tuple, list)):
+        return max((_relative_change(b, m) for b, m in zip(base, moved, strict=True)), default=0.0)
+    if isinstance(base, Tensor) and base.dtype.is_floating_point and isinstance(moved, Tensor):
+        change = ((moved.double() - base.double()).abs() / (1 + base.double().abs())).nan_to_num(0.0, 0.0, 0.0)
+        return float(change.max()) if change.numel() else 0.0
+    return 0.0
+
+
+#: A measured tolerance above this is not rounding but a jump of the reference (ties, comparisons).
+MAX_MEASURED_TOL = 1e-3
+
+
+def float32_tolerance(reference: Callable[..., object], case: Case, tol: float,
+                      sound: Sequence[Callable[..., object]] = ()) -> float:
+    """The tolerance every numerically sound float32 answer meets on ``case``: measured, not guessed.
+
+    Run in float64, the reference's result moves when its float32 inputs move by a few of float32's
+    roundings (a relative 2^-22, four units in the last place, as a few float32 operations lose):
+    that much any correct float32 formulation may differ from it (e.g. ``exp(x - logsumexp(x))`` on
+    logits in the hundreds). ``sound`` are other correct formulations the check knows: each is run
+    in float32 and its distance from the float64 reference counts too (twice). The tolerance is the
+    largest of ``tol``, four times the largest move over two nudges, and twice the sound ones' error,
+    at most :data:`MAX_MEASURED_TOL`; a nudge that moves the result more than that found a jump (a
+    tie broken at top-k, a comparison flipped), not rounding, and is not counted. Cases with module arguments, or whose
+    reference refuses float64, keep ``tol``.
+    """
+    values = list(case.args.values()) + list(case.kwargs.values())
+    if any(isinstance(v, torch.nn.Module) for v in values) or not any(
+            isinstance(v, Tensor) and v.dtype == torch.float32 for v in values):
+        return tol
+    g = torch.Generator().manual_seed(0)
+
+    def nudged(v: object, amount: float) -> object:
+        if isinstance(v, Tensor) and v.dtype == torch.float32:
+            noise = 2 * torch.rand(v.shape, generator=g, dtype=torch.float64) - 1
+            return v.detach().cpu().double() * (1 + amount * noise)
+        return _copy(v)
+
+    try:
+        with torch.no_grad():
+            def run(amount: float) -> object:
+                return reference(*[nudged(v, amount) for v in case.args.values()],
+                                 **{k: nudged(v, amount) for k, v in case.kwargs.items()})
+
+            base = run(0.0)
+            worst = 4 * max(_relative_change(base, run(2.0**-22)) for _ in range(2))
+            if worst > MAX_MEASURED_TOL:  # a jump (ties at top-k, a comparison): the reference is not smooth here
+                worst = 0.0
+            for other in sound:
+                worst = max(worst, 2 * _relative_change(base, other(*[_copy(v) for v in case.args.values()],
+                                                                    **{k: _copy(v) for k, v in case.kwargs.items()})))
+    except Exception:  # a reference that wants float32 inputs: keep the check's tolerance
+        return tol
+    return max(tol, min(worst, MAX_MEASURED_TOL))
+
+
 def run_check(session: Session, fn: Callable[..., object], cases: Sequence[Case], reference: Callable[..., object],
               outputs: Sequence[str], mistakes: Sequence[Mistake] = (), tol: float = 1e-5,
               before: Sequence[Mistake] = (), same_dtype: bool = False,
-              expected_of: Callable[[Case], object] | None = None) -> CheckResult | None:
+              expected_of: Callable[[Case], object] | None = None,
+              sound: Sequence[Callable[..., object]] = ()) -> CheckResult | None:
     """Run ``fn`` on every case and judge it against ``reference``: None when all pass, else the failure.
 
     ``before``: mistakes recognised by a predicate on the function itself or its signature
@@ -768,7 +878,9 @@ def run_check(session: Session, fn: Callable[..., object], cases: Sequence[Case]
     ``expected_of(case)``, when given, replaces ``reference(*args)`` (a reference module kept in
     ``case.info``). A wrong result that no mistake names is recomputed once: when the second
     call gives another result, the feedback says the function is random (dropout left on).
-    The failure is not finished, so a check made of several functions can go on to the next.
+    Each case's tolerance is measured (:func:`float32_tolerance`; ``sound``: other correct
+    formulations whose float32 error it must admit). The failure is not finished, so a check made
+    of several functions can go on to the next.
     """
     for mistake in before:
         if cases and mistake.looks_like is not None and mistake.looks_like(cases[0], fn):
@@ -784,7 +896,8 @@ def run_check(session: Session, fn: Callable[..., object], cases: Sequence[Case]
         else:
             expected = reference(*[_copy(v) for v in case.args.values()],
                                  **{k: _copy(v) for k, v in case.kwargs.items()})
-        failure = judge(session, where, case, got, expected, outputs, mistakes, tol, same_dtype)
+        case_tol = tol if expected_of is not None else float32_tolerance(reference, case, tol, sound)
+        failure = judge(session, where, case, got, expected, outputs, mistakes, case_tol, same_dtype)
         if (failure is not None and _tensors(got)
                 and not any(m.matches(case, got, max(tol, 1e-4), expected) is not None for m in mistakes)):
             again, second_failure = session.call(where, fn, case.args, case.kwargs)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-__all__ = ["CheckResult", "strict_mode", "finish", "call_learner", "receive", "error_hint", "is_device_error",
+__all__ = ["CheckResult", "strict_mode", "finish", "remember", "elide_fix", "call_learner", "receive", "error_hint", "is_device_error",
            "DEVICE_HINT", "NOT_IMPLEMENTED", "close", "learner_error", "shape_of",
            "STRICT_ENV"]
 
@@ -32,25 +32,75 @@ def strict_mode() -> bool:
     return os.environ.get(STRICT_ENV, "") == "1"
 
 
+#: A code span in a hint long enough to be a line of the answer (a call, an assignment, an index).
+_FIX_CODE = re.compile(r"`([^`]{14,})`")
+
+
+def _is_fix(code: str) -> bool:
+    return any(c in code for c in "(=[")
+
+
+def elide_fix(hint: str) -> tuple[str, bool]:
+    """``hint`` with every code span that spells out the answer replaced by `…`; and whether any was."""
+    elided = False
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal elided
+        if _is_fix(match.group(1)):
+            elided = True
+            return "`…`"
+        return match.group(0)
+
+    return _FIX_CODE.sub(replace, hint), elided
+
+
+class _Text(str):
+    """A string that a notebook shows as text, not as a quoted repr."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
 @dataclass
 class CheckResult:
-    """The outcome of a check: truthy when it passed; ``str()`` is the feedback."""
+    """The outcome of a check: truthy when it passed; ``str()`` is the feedback.
+
+    Feedback reveals in steps (CONTRIBUTING.md, "Feedback that reveals in steps"): the first
+    failure names the mistake and where it is, with its hint's lines of code elided (`…`); the
+    exact code is shown by ``result.fix``, in the static page's "Show the exact code" section,
+    and when the same failure comes back on the next try (``reveal``).
+    """
 
     check: str
     passed: bool
     summary: str
     hint: str = ""
     details: list[str] = field(default_factory=list)
+    #: Show the hint's code in full (set on a repeated failure; ``fix`` always shows it).
+    reveal: bool = False
 
     def __bool__(self) -> bool:
         return self.passed
+
+    def _hint_text(self) -> tuple[str, bool]:
+        if self.reveal or self.passed:
+            return self.hint, False
+        return elide_fix(self.hint)
+
+    @property
+    def fix(self) -> str:
+        """The hint with its code in full."""
+        return _Text(f"How to fix: {self.hint}" if self.hint else "no fix to show: the check passed")
 
     def __str__(self) -> str:
         mark = "PASS" if self.passed else "FAIL"
         lines = [f"{mark} {self.check}: {self.summary}"]
         lines += [f"  - {d}" for d in self.details]
-        if self.hint:
-            lines.append(f"How to fix: {self.hint}")
+        hint, elided = self._hint_text()
+        if hint:
+            more = (f" (the exact code: `{self.check.split()[0]}(...).fix`, or run the check again on the same mistake)"
+                    if elided else "")
+            lines.append(f"How to fix: {hint}{more}")
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -58,7 +108,11 @@ class CheckResult:
     def _repr_html_(self) -> str:
         colour, icon = ("#1a7f37", "&#10004;") if self.passed else ("#c0392b", "&#10008;")
         details = "".join(f"<li>{html.escape(d)}</li>" for d in self.details)
-        hint = f"<p><strong>How to fix:</strong> {html.escape(self.hint)}</p>" if self.hint else ""
+        shown, elided = self._hint_text()
+        hint = f"<p><strong>How to fix:</strong> {html.escape(shown)}</p>" if self.hint else ""
+        if elided:
+            hint += (f'<details class="ls-fix"><summary>Show the exact code</summary>'
+                     f"<p>{html.escape(self.hint)}</p></details>")
         return (
             f'<div class="ls-check" role="status" style="border-left:4px solid {colour};'
             f'padding:.4em .8em;margin:.5em 0">'
@@ -68,8 +122,29 @@ class CheckResult:
         )
 
 
+#: The last failure's first line per check, to tell a learner what changed on the next try.
+_LAST_FAILURE: dict[str, str] = {}
+
+
+def remember(result: CheckResult) -> CheckResult:
+    """Compare a failure with the same check's last one: the same again reveals the code; another says what changed."""
+    previous = _LAST_FAILURE.get(result.check)
+    if result.passed:
+        _LAST_FAILURE.pop(result.check, None)
+        return result
+    if previous == result.summary:
+        result.reveal = True
+        result.details.append("the same failure as your last try, so the exact code of the fix is shown below")
+    elif previous is not None:
+        result.details.append(f"your last try failed differently: {previous}")
+    _LAST_FAILURE[result.check] = result.summary
+    return result
+
+
 def finish(result: CheckResult) -> CheckResult:
-    """Return ``result``; under ``LESSONS_SRC_STRICT=1`` raise ``AssertionError`` if it failed."""
+    """Return ``result`` (compared with the check's last failure, :func:`remember`); under
+    ``LESSONS_SRC_STRICT=1`` raise ``AssertionError`` if it failed."""
+    remember(result)
     if not result.passed and strict_mode():
         raise AssertionError(str(result))
     return result

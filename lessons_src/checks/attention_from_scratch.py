@@ -53,6 +53,10 @@ def _cases() -> list[Case]:
              rand(3, 6, 8), padding_mask([6, 4, 2])[:, None, :]),
         case("Lq=3, Lk=5, query 1 may attend to nothing (its weights and output must be 0)", rand(3, 20),
              rand(5, 20), rand(5, 6), row_mask),
+        # A softmax stabilised with the largest score of the whole tensor, not of each row, turns
+        # row 0 into exp(-hundreds) = 0 everywhere: 0 / 0.
+        case("Lq=3, Lk=4, rows whose largest scores are hundreds apart (query 2's are near 300)",
+             rand(3, 9) * torch.tensor([[1.0], [1.0], [150.0]]), rand(4, 9), rand(4, 5)),
     ]
 
 
@@ -209,7 +213,7 @@ MISTAKES = [
 ]
 
 #: Exceptions this exercise often raises, and their fix (before the framework's general table).
-HINTS = [(r"mat1 and mat2|size of tensor a|shapes cannot be multiplied",
+HINTS = [(r"mat1 and mat2|shapes cannot be multiplied|Expected size for first two dimensions of batch2",
           "transpose the last two dims of key: `key.transpose(-2, -1)`, so Q Kᵀ has shape (..., Lq, Lk) "
           "(`.T` reverses *all* the dims of a batched tensor).")]
 
@@ -228,5 +232,6 @@ def check_scaled_dot_product_attention(fn: Callable[..., object]) -> CheckResult
     failure = run_check(session, fn, cases, _reference, ("output", "weights"), MISTAKES)
     if failure is not None:
         return done(failure)
-    return done(passed(session, f"all {len(cases)} cases match the reference (d_k = 6, 4, 24, 12, 10, 20; unmasked, "
-                                "batched, batched heads, causal, padding, a query that may attend to nothing)"))
+    return done(passed(session, f"all {len(cases)} cases match the reference (d_k = 6, 4, 24, 12, 10, 20, 9; "
+                                "unmasked, batched, batched heads, causal, padding, a query that may attend to "
+                                "nothing, rows whose scores are hundreds apart)"))

@@ -186,7 +186,7 @@ SWIGLU_MISTAKES = [
 ]
 
 _SWIGLU_HINTS = [
-    (r"mat1 and mat2 shapes cannot be multiplied|size of tensor a \(\d+\) must match|shapes cannot be multiplied",
+    (r"mat1 and mat2 shapes cannot be multiplied|shapes cannot be multiplied",
      "the weights are stored as nn.Linear stores them, (out, in): w_gate and w_up are (d_ff, D), w_down is "
      "(D, d_ff). Multiply by the transpose, `x @ w_gate.T` (or `F.linear(x, w_gate)`).",
      "a weight is used without its transpose"),

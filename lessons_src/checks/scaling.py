@@ -77,6 +77,10 @@ def _cases() -> list[Case]:
              temperature=2.0),
         case("one sequence, Lq=4, Lk=6, temperature=0.05 (a very sharp softmax)", rand(4, 16), rand(6, 16),
              ("Lq", "d_k"), ("Lk", "d_k"), temperature=0.05, overflows=True),
+        # Rows whose largest scores are hundreds apart: a softmax stabilised with the maximum of the
+        # whole tensor (not of each row) gives 0 / 0 in the rows far below it.
+        case("one sequence, Lq=3, Lk=5, rows whose largest scores are hundreds apart (query 2's near 300)",
+             rand(3, 14) * torch.tensor([[1.0], [1.0], [150.0]]), rand(5, 14), ("Lq", "d_k"), ("Lk", "d_k")),
     ]
 
 
@@ -221,7 +225,7 @@ MISTAKES = [
 HINTS = [
     (r"NoneType", "`temperature=None` means sqrt(d_k): start with `if temperature is None: "
                   "temperature = math.sqrt(query.size(-1))`."),
-    (r"mat1 and mat2|size of tensor a|shapes cannot",
+    (r"mat1 and mat2|shapes cannot|Expected size for first two dimensions of batch2",
      "transpose the last two dims of key: `query @ key.transpose(-2, -1)` has shape (..., Lq, Lk). (`.T` reverses "
      "*all* the dims of a batched tensor.)"),
 ]
@@ -241,5 +245,5 @@ def check_attention_weights(fn: Callable[..., object]) -> CheckResult:
     failure = run_check(session, fn, cases, _reference_weights, ("weights",), MISTAKES)
     if failure is not None:
         return done(failure)
-    return done(passed(session, f"all {len(cases)} cases match the reference (d_k = 12, 20, 64, 10, 16; "
-                                "temperatures sqrt(d_k), 2.0 and 0.05)"))
+    return done(passed(session, f"all {len(cases)} cases match the reference (d_k = 12, 20, 64, 10, 16, 14; "
+                                "temperatures sqrt(d_k), 2.0 and 0.05; rows whose scores are hundreds apart)"))
