@@ -48,7 +48,17 @@ from .language_model import (
     repeated_tokens,
     windows,
 )
-from .llm import MLP, Attention, DecoderConfig, DecoderLayer, DecoderLM, RMSNorm, SwiGLU, swiglu_width
+from .llm import (
+    MLP,
+    Attention,
+    DecoderConfig,
+    DecoderLayer,
+    DecoderLM,
+    RMSNorm,
+    SwiGLU,
+    rename_hf_llama,
+    swiglu_width,
+)
 from .masks import causal_mask, padding_mask, sliding_window_mask
 from .multihead import MultiHeadAttention, attn_mask_to_mask, key_padding_mask_to_mask, merge_heads, split_heads
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, sinusoidal_positional_encoding
@@ -94,6 +104,7 @@ __all__ = [
     "MLP",
     "DecoderLayer",
     "DecoderLM",
+    "rename_hf_llama",
     "alibi_slopes",
     "alibi_bias",
     "course_text",

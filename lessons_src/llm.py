@@ -9,7 +9,9 @@ attention inside each head, grouped-query attention with a KV cache, and no bias
   ``v_proj``, ``o_proj``, ``gate_proj``, ``up_proj``, ``down_proj``, ``input_layernorm``,
   ``post_attention_layernorm``, ``norm``, ``embed_tokens``, ``lm_head``), so that weights from
   elsewhere load with ``load_state_dict``; decoding token by token with a :class:`lessons_src.KVCache`
-  per layer equals the full pass.
+  per layer equals the full pass;
+- :func:`rename_hf_llama` and :meth:`DecoderLM.from_llama_state_dict`: a Hugging Face ``LlamaForCausalLM``
+  checkpoint under these names, with the switches it needs (``HF_LLAMA_SWITCHES``) and its rotary base.
 
 Taught in the chapter "From the original block to a modern LLM block".
 """
@@ -30,7 +32,8 @@ from .masks import causal_mask
 from .positional import sinusoidal_positional_encoding
 from .rotary import apply_rope, rope_frequencies
 
-__all__ = ["RMSNorm", "SwiGLU", "swiglu_width", "DecoderConfig", "Attention", "MLP", "DecoderLayer", "DecoderLM"]
+__all__ = ["RMSNorm", "SwiGLU", "swiglu_width", "DecoderConfig", "Attention", "MLP", "DecoderLayer", "DecoderLM",
+           "HF_LLAMA_SWITCHES", "rename_hf_llama"]
 
 
 class RMSNorm(nn.Module):
@@ -107,7 +110,10 @@ class DecoderConfig:
     ``positions="sinusoidal"``, ``num_kv_heads=None`` (= ``num_heads``), ``bias=True``. A Llama-style
     block: ``norm="rms"``, ``placement="pre"``, ``ffn="swiglu"``, ``positions="rope"``,
     ``num_kv_heads < num_heads``, ``bias=False``. ``d_ff`` defaults to ``4 · d_model``, or
-    :func:`swiglu_width` for SwiGLU. Taught in the chapter "From the original block to a modern LLM block".
+    :func:`swiglu_width` for SwiGLU. ``rope_layout`` and ``rope_base`` apply to ``positions="rope"``:
+    ``"interleaved"`` pairs (RoFormer, Meta's Llama code) or ``"half"`` (GPT-NeoX, Hugging Face), and
+    the base of the angles ``θ_p = rope_base^(-2p/d_k)`` (10,000 in RoFormer, Llama 1 and 2; 500,000 in
+    Llama 3). Taught in the chapter "From the original block to a modern LLM block".
     """
 
     vocab_size: int
@@ -122,6 +128,7 @@ class DecoderConfig:
     ffn: str = "relu"
     positions: str = "sinusoidal"
     rope_layout: str = "interleaved"
+    rope_base: float = 10000.0
     bias: bool = True
     eps: float = 1e-5
 
@@ -146,6 +153,12 @@ class DecoderConfig:
                              f"num_heads must be even, got {self.head_dim}")
         if self.rope_layout != "interleaved" and self.positions != "rope":
             raise ValueError(f"{where}: rope_layout={self.rope_layout!r} only applies with positions='rope', "
+                             f"not positions={self.positions!r}")
+        base = self.rope_base
+        if isinstance(base, bool) or not isinstance(base, (int, float)) or not 1 < base < math.inf:
+            raise ValueError(f"{where}: rope_base must be a finite number > 1 (10000.0; Llama 3: 500000.0), got {base!r}")
+        if base != 10000.0 and self.positions != "rope":
+            raise ValueError(f"{where}: rope_base={base!r} only applies with positions='rope', "
                              f"not positions={self.positions!r}")
 
     @property
@@ -187,7 +200,7 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(config.d_model, h_kv * d, bias=config.bias)
         self.o_proj = nn.Linear(config.num_heads * d, config.d_model, bias=config.bias)
         if config.positions == "rope":
-            cos, sin = rope_frequencies(d, config.max_len)
+            cos, sin = rope_frequencies(d, config.max_len, base=config.rope_base)
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
 
@@ -303,3 +316,53 @@ class DecoderLM(nn.Module):
         for i, layer in enumerate(self.layers):
             x = layer(x, None if caches is None else caches[i])
         return self.lm_head(self.norm(x))  # (B, L, V)
+
+    @classmethod
+    def from_llama_state_dict(cls, state_dict: dict[str, Tensor], config: DecoderConfig) -> DecoderLM:
+        """A :class:`DecoderLM` holding a Hugging Face ``LlamaForCausalLM`` checkpoint, in the checkpoint's dtype.
+
+        ``config`` must have the switches of ``HF_LLAMA_SWITCHES`` (``rope_layout="half"`` among them)
+        and the checkpoint's sizes: ``d_model`` = ``hidden_size``, ``num_heads`` =
+        ``num_attention_heads``, ``num_kv_heads`` = ``num_key_value_heads``, ``d_ff`` =
+        ``intermediate_size``, ``eps`` = ``rms_norm_eps`` and ``rope_base`` = ``rope_theta`` (500,000 for
+        Llama 3). The names go through :func:`rename_hf_llama`, and ``load_state_dict`` (strict) names
+        any weight that is missing or left over. The base is not stored in recent checkpoints: a wrong
+        one loads without error and gives wrong logits. Llama 3.1 and later also rescale the rotary
+        frequencies (``rope_type="llama3"``), which this model does not do.
+        Taught in the chapter "From the original block to a modern LLM block".
+        """
+        if not isinstance(config, DecoderConfig):
+            raise ValueError(f"from_llama_state_dict: config must be a DecoderConfig, got {type(config).__name__}")
+        wrong = {k: getattr(config, k) for k, v in HF_LLAMA_SWITCHES.items() if getattr(config, k) != v}
+        if wrong:
+            raise ValueError(f"from_llama_state_dict: a Hugging Face Llama checkpoint needs {HF_LLAMA_SWITCHES}; "
+                             f"config has {wrong}")
+        renamed = rename_hf_llama(state_dict)
+        model = cls(config).to(renamed["embed_tokens.weight"].dtype)
+        model.load_state_dict(renamed)
+        return model
+
+
+#: The DecoderConfig switches of a Hugging Face ``LlamaForCausalLM``: pre-norm RMSNorm, SwiGLU, no biases,
+#: rotary embeddings in the rotate-half layout (Hugging Face's conversion script permuted the columns of
+#: Meta's W_Q and W_K, which rotate interleaved pairs, so that rotate-half gives the same scores).
+HF_LLAMA_SWITCHES = {"norm": "rms", "placement": "pre", "ffn": "swiglu", "positions": "rope", "rope_layout": "half",
+                     "bias": False}
+
+
+def rename_hf_llama(state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
+    """A Hugging Face ``LlamaForCausalLM`` state dict under :class:`DecoderLM`'s names.
+
+    Every name below ``model.`` loses that prefix (``model.layers.0.self_attn.q_proj.weight`` becomes
+    ``layers.0.self_attn.q_proj.weight``); ``lm_head.weight`` stays; a checkpoint that ties the output
+    to the embeddings and leaves ``lm_head.weight`` out (Llama 3.2 1B and 3B) gets the embedding matrix;
+    the rotary frequencies that older checkpoints store (``...rotary_emb.inv_freq``) are dropped, since
+    DecoderLM computes them from ``rope_base``. The tensors are not copied. Taught in the chapter "From
+    the original block to a modern LLM block".
+    """
+    if not isinstance(state_dict, dict) or "model.embed_tokens.weight" not in state_dict:
+        raise ValueError("rename_hf_llama: expected a LlamaForCausalLM state dict, with 'model.embed_tokens.weight'")
+    renamed = {name.removeprefix("model."): weight for name, weight in state_dict.items()
+               if not name.endswith("rotary_emb.inv_freq")}
+    renamed.setdefault("lm_head.weight", renamed["embed_tokens.weight"])  # tied embeddings
+    return renamed

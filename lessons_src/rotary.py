@@ -1,7 +1,8 @@
 """Rotary position embeddings (RoPE): rotate queries and keys by position-dependent angles.
 
 Taught in the chapter "Rotary position embeddings". RoFormer (Su et al. 2021); the interleaved
-pairs ``(x_{2p}, x_{2p+1})`` of the paper. Notation as on the course's notation page: pair ``p``,
+pairs ``(x_{2p}, x_{2p+1})`` of the paper and of Meta's Llama code (which multiplies the pairs, read
+as complex numbers, by ``e^{i·θ_p}``). Notation as on the course's notation page: pair ``p``,
 position ``i``, ``head_dim`` = d_k.
 """
 
@@ -41,9 +42,9 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, positions: Tensor | int | No
     """Rotate pair ``p`` of the features of ``x (..., L, head_dim)`` at position ``i`` by angle ``i · θ_p``.
 
     ``layout="interleaved"`` (the default): the pairs ``(x_{2p}, x_{2p+1})`` of RoFormer.
-    ``layout="half"``: the pairs ``(x_p, x_{p + d_k/2})`` of GPT-NeoX- and Llama-style code
-    ("rotate half"); the two give the same scores once the features are reordered by
-    :func:`rope_layout_permutation`. ``positions``: None for ``0 .. L-1``; an int offset n for
+    ``layout="half"``: the pairs ``(x_p, x_{p + d_k/2})`` of GPT-NeoX and of Hugging Face's Llama port
+    ("rotate half"; Meta's own Llama code rotates interleaved pairs); the two give the same scores
+    once the features are reordered by :func:`rope_layout_permutation`. ``positions``: None for ``0 .. L-1``; an int offset n for
     ``n .. n+L-1`` (decoding after n cached tokens); or an integer tensor ``(L,)`` or ``(..., L)``.
     ``cos``/``sin`` come from ``rope_frequencies``. Returns x's shape and dtype.
     Taught in the chapter "Rotary position embeddings".
@@ -101,8 +102,10 @@ def rope_layout_permutation(head_dim: int) -> Tensor:
     """The order of features that turns the interleaved layout into rotate-half: ``(0, 2, 4, ..., 1, 3, 5, ...)``.
 
     ``apply_rope(x[..., p], layout="half") == apply_rope(x, layout="interleaved")[..., p]`` for
-    ``p = rope_layout_permutation(head_dim)``: permute each head's rows of W_Q and W_K by ``p`` and a
-    checkpoint trained with one layout gives the same scores in code written for the other.
+    ``p = rope_layout_permutation(head_dim)``: permute each head's columns of W_Q and W_K by ``p``
+    (with ``q = x W_Q``; in ``nn.Linear``'s ``q_proj.weight``, stored as W_Q transposed, they are rows)
+    and a checkpoint trained with one layout gives the same scores in code written for the other.
+    Hugging Face's script that converts Meta's Llama checkpoints (interleaved) applies this permutation.
     Taught in the chapter "Rotary position embeddings".
     """
     check.positive_int(head_dim, "head_dim", "rope_layout_permutation")

@@ -18,10 +18,12 @@ from lessons_src import (
     RMSNorm,
     SwiGLU,
     apply_rope,
+    rename_hf_llama,
     rope_frequencies,
     rope_layout_permutation,
     swiglu_width,
 )
+from lessons_src.llm import HF_LLAMA_SWITCHES
 
 TOL = {"atol": 1e-5, "rtol": 1e-5}
 
@@ -200,6 +202,10 @@ def test_rotary_turns_queries_and_keys_never_values():
     (dict(d_model=18), "d_model=18 is not divisible by num_heads=4"),
     (dict(d_model=12, num_heads=4, positions="rope"), "head_dim = d_model / num_heads must be even, got 3"),
     (dict(bias=1), "bias must be True or False"),
+    (dict(positions="rope", rope_base=0), "rope_base must be a finite number > 1"),
+    (dict(positions="rope", rope_base=float("inf")), "rope_base must be a finite number > 1"),
+    (dict(positions="rope", rope_base="500000"), "rope_base must be a finite number > 1"),
+    (dict(rope_base=500000.0), "rope_base=500000.0 only applies with positions='rope'"),
 ])
 def test_a_switch_that_makes_no_sense_is_named(bad, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -214,3 +220,87 @@ def test_bad_model_inputs():
         model(torch.zeros(1, 2, dtype=torch.long), [KVCache()])
     with pytest.raises(ValueError, match="config must be a DecoderConfig"):
         DecoderLM({"vocab_size": 5})
+
+
+def _tiny_hf_llama(seed: int):
+    """A random 2-layer LlamaForCausalLM in float64: GQA (4 query heads, 2 KV heads), rope_theta 500,000
+    (Llama 3's base), no biases; weights of std 0.3 and norm weights around 1, not the std-0.02 init
+    under which every score is near 0 and a wrong rotary base or layout would hardly show."""
+    from transformers import LlamaConfig, LlamaForCausalLM  # test-only dependency (the dev extra)
+
+    config = LlamaConfig(vocab_size=61, hidden_size=32, intermediate_size=88, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=24, rms_norm_eps=1e-5,
+                         rope_parameters={"rope_type": "default", "rope_theta": 500000.0}, attention_bias=False,
+                         mlp_bias=False, tie_word_embeddings=False, attn_implementation="eager")
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config).to(torch.float64).eval()
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=g, dtype=p.dtype)
+            p.copy_(1 + 0.5 * noise if name.endswith("norm.weight") else 0.3 * noise)
+    return model
+
+
+def _config_for(switches=None, rope_base=500000.0):
+    """The DecoderConfig of that checkpoint (the sizes of _tiny_hf_llama)."""
+    return DecoderConfig(vocab_size=61, d_model=32, num_heads=4, num_kv_heads=2, num_layers=2, d_ff=88, max_len=24,
+                         eps=1e-5, rope_base=rope_base, **(switches or HF_LLAMA_SWITCHES))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_hugging_face_llama_checkpoint_loads_and_decodes_alike(seed):
+    """Random weights, built offline from a config (no download). Hugging Face computes its RMSNorm and
+    rotary angles in float32 even in a float64 model, hence 1e-5 and not 1e-12."""
+    hf = _tiny_hf_llama(seed)
+    ours = DecoderLM.from_llama_state_dict(hf.state_dict(), _config_for()).eval()
+    assert next(ours.parameters()).dtype == torch.float64
+    tokens = torch.randint(0, 61, (2, 24), generator=torch.Generator().manual_seed(seed + 10))
+    with torch.no_grad():
+        expected = hf(input_ids=tokens).logits  # (B, L, |V|)
+        assert_close(ours(tokens), expected, atol=1e-5, rtol=1e-5)
+        # Greedy decoding: ours one token at a time with a KV cache, Hugging Face's by full passes.
+        caches = [KVCache() for _ in range(2)]
+        logits, ours_sequence, hf_sequence = ours(tokens[:, :6], caches)[:, -1], tokens[:, :6], tokens[:, :6]
+        for _ in range(18):
+            hf_logits = hf(input_ids=hf_sequence).logits[:, -1]  # (B, |V|)
+            assert_close(logits, hf_logits, atol=1e-5, rtol=1e-5)
+            ours_sequence = torch.cat([ours_sequence, logits.argmax(-1, keepdim=True)], dim=1)
+            hf_sequence = torch.cat([hf_sequence, hf_logits.argmax(-1, keepdim=True)], dim=1)
+            logits = ours(ours_sequence[:, -1:], caches)[:, -1]
+    assert torch.equal(ours_sequence, hf_sequence)
+    assert caches[0].seq_len == 24
+
+
+def test_a_wrong_rotary_base_or_layout_would_show():
+    """The check above can fail: the same weights with Llama 2's base, or Meta's interleaved layout,
+    give logits far from Hugging Face's (and no error: only the numbers tell)."""
+    hf = _tiny_hf_llama(0)
+    tokens = torch.randint(0, 61, (2, 24), generator=torch.Generator().manual_seed(10))
+    with torch.no_grad():
+        expected = hf(input_ids=tokens).logits
+        wrong_base = DecoderLM.from_llama_state_dict(hf.state_dict(), _config_for(rope_base=10000.0)).eval()
+        assert (wrong_base(tokens) - expected).abs().max() > 0.1
+        interleaved = DecoderLM(_config_for(dict(HF_LLAMA_SWITCHES, rope_layout="interleaved"))).double().eval()
+        interleaved.load_state_dict(rename_hf_llama(hf.state_dict()))
+        assert (interleaved(tokens) - expected).abs().max() > 0.1
+
+
+def test_rename_hf_llama_drops_the_prefix_and_fills_tied_embeddings():
+    embed, norm, rotary = torch.randn(5, 4), torch.ones(4), torch.ones(2)
+    renamed = rename_hf_llama({"model.embed_tokens.weight": embed, "model.norm.weight": norm,
+                               "model.layers.0.self_attn.rotary_emb.inv_freq": rotary})
+    assert set(renamed) == {"embed_tokens.weight", "norm.weight", "lm_head.weight"}
+    assert renamed["lm_head.weight"] is embed and renamed["norm.weight"] is norm
+    with pytest.raises(ValueError, match="expected a LlamaForCausalLM state dict"):
+        rename_hf_llama({"embed_tokens.weight": embed})
+    with pytest.raises(ValueError, match=r"config has \{'rope_layout': 'interleaved', 'bias': True\}"):
+        DecoderLM.from_llama_state_dict({}, _config_for(dict(HF_LLAMA_SWITCHES, rope_layout="interleaved", bias=True)))
+
+
+def test_rope_base_reaches_the_rotary_tables():
+    model = DecoderLM(DecoderConfig(vocab_size=5, d_model=16, num_heads=2, max_len=6, **LLAMA, rope_base=500000.0))
+    cos, sin = rope_frequencies(8, 6, base=500000.0)
+    assert_close(model.layers[1].self_attn.rope_cos, cos)
+    assert_close(model.layers[1].self_attn.rope_sin, sin)
+    assert not torch.allclose(cos, rope_frequencies(8, 6)[0])

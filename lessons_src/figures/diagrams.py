@@ -435,7 +435,7 @@ def original_and_modern_blocks() -> Figure:
     # Right: the Llama-style block, pre-norm, no biases; residual lines down the right-hand side.
     x, w, side = 5.35, 3.0, 7.02
     ax.text(x, 0.22, "Llama-style block (pre-norm)", ha="center", va="center", fontsize=TITLE_PT, weight="bold")
-    _note(ax, x, 0.48, "Llama, Mistral, Qwen: no biases", ha="center")
+    _note(ax, x, 0.48, "Llama, Mistral: no biases (Qwen 1–2.5: q, k, v biases)", ha="center")
     rows = _stack(0.72, [box, box, box, box, box, box, add, box, box, add, box], gap=gap)
     rows[1:] = [y + 0.06 for y in rows[1:]]
     rows[10] += 0.3
