@@ -72,7 +72,7 @@ REGISTRY = {
     "check_online_softmax_update": Entry(REFERENCES["check_online_softmax_update"], (True,)),
     "check_alibi_bias": Entry(REFERENCES["check_alibi_bias"], (True,)),
     "check_next_token_probs": Entry(REFERENCES["check_next_token_probs"], (True,)),
-    "check_induction_score": Entry(REFERENCES["check_induction_score"], (True,)),
+    "check_prefix_matching_score": Entry(REFERENCES["check_prefix_matching_score"], (True,)),
     "check_rms_norm": Entry(REFERENCES["check_rms_norm"], (True,)),
     "check_swiglu": Entry(REFERENCES["check_swiglu"], (True,)),
 }

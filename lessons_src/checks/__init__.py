@@ -14,7 +14,7 @@ from .decoder_and_cross_attention import check_decoder_attention
 from .efficient_attention import check_sink_window_mask, check_sliding_window_mask
 from .encoder_block import check_pre_ln_encoder
 from .grouped_query_and_kv_cache import check_attend_with_cache, check_expand_kv
-from .induction_heads import check_induction_score
+from .induction_heads import check_prefix_matching_score
 from .language_model import check_next_token_probs
 from .layer_norm_placement import check_warmup_lr
 from .masking import check_document_causal_mask, check_masks
@@ -46,7 +46,7 @@ __all__ = [
     "check_online_softmax_update",
     "check_alibi_bias",
     "check_next_token_probs",
-    "check_induction_score",
+    "check_prefix_matching_score",
     "check_rms_norm",
     "check_swiglu",
 ]
