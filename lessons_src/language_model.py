@@ -8,7 +8,7 @@ scores that find previous-token and induction heads.
   the vocabulary; ``attention_only=True`` gives the attention-only model of the induction-head
   experiments (each layer ``x + attention(x)``, no feed-forward);
 - :func:`bigram_loss`: the count-based baseline every trained model's loss is read against;
-- :func:`next_token_probs` and :func:`generate`: sampling with a temperature and top-k;
+- :func:`next_token_probs` and :func:`generate`: sampling with a temperature, top-k and top-p;
 - :func:`repeated_tokens`, :func:`previous_token_score`, :func:`induction_score`: the data and the
   measurements of the induction-head experiment.
 
@@ -178,37 +178,58 @@ class LanguageModel(nn.Module):
         return (logits, weights) if return_weights else logits
 
 
-def next_token_probs(logits: Tensor, temperature: float = 1.0, top_k: int | None = None) -> Tensor:
-    """``softmax(logits / temperature)`` over the last dim, keeping only the ``top_k`` largest logits.
+def next_token_probs(logits: Tensor, temperature: float = 1.0, top_k: int | None = None,
+                     top_p: float | None = None) -> Tensor:
+    """``softmax(logits / temperature)`` over the last dim, keeping only the ``top_k`` largest logits
+    and then the smallest set of tokens whose probability reaches ``top_p``.
 
-    ``logits (..., V)`` -> probabilities ``(..., V)``. A low temperature sharpens the distribution
-    towards the most likely token, a high one flattens it; top-k sets every other token's
-    probability to 0 (ties at the k-th value are all kept). Taught in the chapter "A language model
-    and its heads".
+    ``logits (..., |V|)`` -> probabilities ``(..., |V|)``, one row per distribution. A low
+    temperature sharpens the distribution towards the most likely token, a high one flattens it.
+    Every token outside the kept set gets probability exactly 0, and the kept ones are renormalised:
+
+    - top-k keeps the logits >= the k-th largest of the row: ties with the k-th are all kept (they
+      are equally likely; dropping one would be arbitrary), so a row may keep more than k tokens;
+    - top-p (nucleus sampling, Holtzman et al. 2020) sorts the tokens by probability, largest first,
+      and keeps the shortest prefix whose probabilities add up to at least ``top_p`` (``0 < top_p <= 1``;
+      1 keeps every token); tokens tied with the last one kept are kept too, by the same rule as
+      top-k. It acts on the distribution left by the temperature and top-k, in that order.
+
+    Taught in the chapter "A language model and its heads".
     """
     if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not temperature > 0:
         raise ValueError(f"next_token_probs: temperature must be a number > 0, got {temperature!r}")
-    scaled = logits / temperature
+    if top_p is not None and (not isinstance(top_p, (int, float)) or isinstance(top_p, bool)
+                              or not 0 < top_p <= 1):
+        raise ValueError(f"next_token_probs: top_p must be a number in (0, 1], got {top_p!r}")
+    scaled = logits / temperature  # (..., |V|)
     if top_k is not None:
         check.positive_int(top_k, "top_k", "next_token_probs")
         kth = torch.topk(scaled, min(top_k, scaled.size(-1)), dim=-1).values[..., -1:]  # (..., 1)
         scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-    return torch.softmax(scaled, dim=-1)
+    probs = torch.softmax(scaled, dim=-1)  # (..., |V|)
+    if top_p is None or top_p >= 1:
+        return probs
+    ranked = probs.sort(dim=-1, descending=True).values  # (..., |V|), largest first
+    before = ranked.cumsum(dim=-1) - ranked  # (..., |V|): the probability of the tokens ranked above
+    kept = (before < top_p).sum(dim=-1, keepdim=True)  # (..., 1): the prefix that reaches top_p, >= 1
+    smallest = ranked.gather(-1, kept - 1)  # (..., 1): the least likely token kept
+    return torch.softmax(scaled.masked_fill(probs < smallest, float("-inf")), dim=-1)
 
 
 @torch.no_grad()
 def generate(model: LanguageModel, prompt: Tensor, num_tokens: int, temperature: float = 1.0,
-             top_k: int | None = None, generator: torch.Generator | None = None) -> Tensor:
+             top_k: int | None = None, generator: torch.Generator | None = None,
+             top_p: float | None = None) -> Tensor:
     """Sample ``num_tokens`` tokens after ``prompt`` (int64 ``(L,)``), one at a time; returns them ``(num_tokens,)``.
 
-    Each step feeds the last ``model.max_len`` tokens and samples from :func:`next_token_probs`.
-    Taught in the chapter "A language model and its heads".
+    Each step feeds the last ``model.max_len`` tokens and samples from :func:`next_token_probs`
+    with ``temperature``, ``top_k`` and ``top_p``. Taught in the chapter "A language model and its heads".
     """
     check.positive_int(num_tokens, "num_tokens", "generate")
     tokens = prompt.clone()
     for _ in range(num_tokens):
-        logits = model(tokens[-model.max_len:][None])[0, -1]  # (V,)
-        probs = next_token_probs(logits, temperature, top_k)
+        logits = model(tokens[-model.max_len:][None])[0, -1]  # (|V|,)
+        probs = next_token_probs(logits, temperature, top_k, top_p)
         token = torch.multinomial(probs, 1, generator=generator)
         tokens = torch.cat([tokens, token])
     return tokens[len(prompt):]

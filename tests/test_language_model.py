@@ -119,6 +119,38 @@ def test_next_token_probs_is_a_tempered_softmax_with_top_k():
         next_token_probs(logits, 1.0, top_k=0)
 
 
+
+def test_top_p_keeps_the_smallest_set_that_reaches_p():
+    logits = torch.tensor([0.5, 0.3, 0.15, 0.05]).log()  # probabilities 0.5, 0.3, 0.15, 0.05
+    # 0.5 alone falls short of 0.6; 0.5 + 0.3 = 0.8 reaches it: keep two, renormalised to 5/8 and 3/8
+    assert_close(next_token_probs(logits, top_p=0.6), torch.tensor([0.625, 0.375, 0.0, 0.0]))
+    assert_close(next_token_probs(logits, top_p=0.4), torch.tensor([1.0, 0.0, 0.0, 0.0]))
+    assert_close(next_token_probs(logits, top_p=0.81), torch.tensor([0.5, 0.3, 0.15, 0.0]) / 0.95)
+    assert_close(next_token_probs(logits, top_p=1.0), torch.tensor([0.5, 0.3, 0.15, 0.05]))
+    # the temperature first: at tau = 2 the probabilities go as their square roots, and 0.6 needs two
+    roots = torch.tensor([0.5, 0.3, 0.15, 0.05]).sqrt()
+    assert (roots[0] / roots.sum()) < 0.6 < (roots[:2].sum() / roots.sum()) < 0.999  # the hand count below holds
+    assert_close(next_token_probs(logits, 2.0, top_p=0.6), torch.cat([roots[:2] / roots[:2].sum(), torch.zeros(2)]))
+    # top-k first, then top-p on what top-k left: 0.625 alone reaches 0.6
+    assert_close(next_token_probs(logits, top_k=2, top_p=0.6), torch.tensor([1.0, 0.0, 0.0, 0.0]))
+
+
+def test_top_p_keeps_ties_and_works_on_rows():
+    logits = torch.tensor([[1.0, 1.0, 0.0, -1.0], [0.0, 2.0, -3.0, 0.0]])
+    kept = next_token_probs(logits, top_p=0.1) > 0  # the likeliest alone reaches 0.1: its ties stay
+    assert kept.tolist() == [[True, True, False, False], [False, True, False, False]]
+    assert_close(next_token_probs(logits, top_p=0.1)[0], torch.tensor([0.5, 0.5, 0.0, 0.0]))
+    p = torch.softmax(logits[1], dim=-1)  # 2.0 has p ~ 0.78; with 0.85 the two tied zeros both join
+    assert p[1] < 0.85 < p[1] + p[0]
+    assert_close(next_token_probs(logits, top_p=0.85)[1], torch.softmax(logits[1].masked_fill(
+        torch.tensor([False, False, True, False]), float("-inf")), dim=-1))
+    batch = torch.randn(2, 3, 7, generator=torch.Generator().manual_seed(0))
+    assert_close(next_token_probs(batch, 0.7, 4, 0.8),
+                 torch.stack([torch.stack([next_token_probs(row, 0.7, 4, 0.8) for row in rows]) for rows in batch]))
+    for bad in (0, 0.0, 1.5, -0.2, float("nan"), True, "0.9"):
+        with pytest.raises(ValueError, match=r"top_p must be a number in \(0, 1\]"):
+            next_token_probs(logits, top_p=bad)
+
 def test_generate_with_top_1_is_greedy_and_crops_to_max_len():
     torch.manual_seed(2)
     model = LanguageModel(7, d_model=8, num_heads=2, num_layers=1, max_len=5).eval()
@@ -128,6 +160,8 @@ def test_generate_with_top_1_is_greedy_and_crops_to_max_len():
     for _ in range(4):
         tokens = torch.cat([tokens, model(tokens[-5:][None])[0, -1].argmax().reshape(1)])
     assert out.tolist() == tokens[6:].tolist()
+    # a tiny top_p keeps only the likeliest token: greedy too
+    assert generate(model, prompt, 4, top_p=1e-6, generator=torch.Generator().manual_seed(1)).tolist() == out.tolist()
 
 
 def test_repeated_tokens_repeat():

@@ -30,7 +30,7 @@ def _cases() -> list[Case]:
         return scale * torch.randn(*shape, generator=g)
 
     def case(description: str, logits: Tensor, temperature: float, top_k: int | None) -> Case:
-        return Case(f"{description}, T={temperature}, top_k={top_k}", {"logits": logits},
+        return Case(f"{description}, τ={temperature}, top_k={top_k}", {"logits": logits},
                     {"temperature": temperature, "top_k": top_k}, {"temperature": temperature, "top_k": top_k})
 
     ties = torch.tensor([[3.0, 1.0, 3.0, 0.5, 3.0, -1.0], [0.0, 2.0, 1.0, 2.0, -2.0, 0.5]])
@@ -121,8 +121,8 @@ HINTS = [(r"topk|selected index k out of range",
 def check_next_token_probs(fn: Callable[..., object]) -> CheckResult:
     """Check a learner's ``fn(logits, temperature=1.0, top_k=None) -> probs`` (exercise 14).
 
-    ``logits (..., V)`` -> ``softmax(logits / temperature)`` over the last dim, where only the logits
-    >= the ``top_k``-th largest are kept (ties kept; all when ``top_k`` is None or >= V). Seven cases;
+    ``logits (..., |V|)`` -> ``softmax(logits / temperature)`` over the last dim, where only the logits
+    >= the ``top_k``-th largest are kept (ties kept; all when ``top_k`` is None or >= |V|). Seven cases;
     the first failing one is reported, naming the mistake. Never raises because of the learner's
     code (under ``LESSONS_SRC_STRICT=1`` a failure raises AssertionError).
     """
