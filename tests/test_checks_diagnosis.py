@@ -119,6 +119,8 @@ def test_the_first_failure_elides_the_code_and_a_repeat_reveals_it():
     short, elided = elide_fix(hint)
     assert elided and "masked_fill" not in short and "`…`" in short
     assert elide_fix("use `dim=-1`")[0] == "use `dim=-1`"  # short code is a word of the hint, not the answer
+    two = "`torch.softmax` is safe, or a max of each row (`keepdim=True`)"  # not the text between two spans
+    assert elide_fix(two) == (two, False)
     first = remember(CheckResult("check_demo", False, "empty rows give NaN (case 3/4)", hint))
     assert "masked_fill" not in str(first) and "check_demo(...).fix" in str(first)
     assert "masked_fill" in first.fix and "Show the exact code" in first._repr_html_()

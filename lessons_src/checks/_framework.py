@@ -377,6 +377,16 @@ ERROR_HINTS: list[tuple[str, ...]] = [
      "used before it is replaced."),
     (r"out of (range|bounds)|index \d+ is out",
      "an index goes past the end of a dim: print the sizes and the indices you use."),
+    (r"number of dimensions in the tensor input does not match the length of the desired ordering|"
+     r"number of dims don't match in permute",
+     "`permute` names every dim of the tensor, so it works for one number of dims only: swap the two you mean "
+     "with `.transpose(-2, -1)`, which works whatever the leading (batch, head) dims.",
+     "a `permute` written for another number of dims"),
+    (r"The shape of the mask \[(?P<m>[^\]]*)\] at index (?P<i>\d+) does not match the shape of the indexed tensor "
+     r"\[(?P<t>[^\]]*)\]",
+     "indexing with a bool mask (`x[mask] = ...`) needs the mask's exact shape, [\\g<t>] here, not [\\g<m>]; "
+     "`masked_fill`, which broadcasts the mask, does not.",
+     "a bool mask of shape [\\g<m>] used as an index into a tensor of shape [\\g<t>]"),
     (r"^RecursionError", "your function calls itself without end: call the library function, not your own name."),
     (r"^ZeroDivisionError", "a division by zero: check the value you divide by."),
     (r"out of memory|^MemoryError", "your function asks for too much memory: look for a tensor far larger than the inputs."),

@@ -32,12 +32,13 @@ def strict_mode() -> bool:
     return os.environ.get(STRICT_ENV, "") == "1"
 
 
-#: A code span in a hint long enough to be a line of the answer (a call, an assignment, an index).
-_FIX_CODE = re.compile(r"`([^`]{14,})`")
+#: Code spans, paired from the left: `a`, then `b`, never the text between two spans.
+_CODE_SPAN = re.compile(r"`([^`]*)`")
 
 
 def _is_fix(code: str) -> bool:
-    return any(c in code for c in "(=[")
+    """A code span long enough to be a line of the answer (14+ characters with a call, an assignment or an index)."""
+    return len(code) >= 14 and any(c in code for c in "(=[")
 
 
 def elide_fix(hint: str) -> tuple[str, bool]:
@@ -51,7 +52,7 @@ def elide_fix(hint: str) -> tuple[str, bool]:
             return "`…`"
         return match.group(0)
 
-    return _FIX_CODE.sub(replace, hint), elided
+    return _CODE_SPAN.sub(replace, hint), elided
 
 
 class _Text(str):

@@ -242,7 +242,7 @@ def check_warmup_lr(fn: Callable[[int, float, int], float]) -> CheckResult:
         where = f"case {number}/{len(schedules)}: {schedule.description}"
         got_schedule = torch.tensor(values, dtype=torch.float64)
         expected = _reference_schedule(schedule.base_lr, schedule.warmup_steps, schedule.steps)
-        failure = judge(session, where, case, got_schedule, expected, ("the learning rates",), MISTAKES, tol=1e-6)
+        failure = judge(session, where, case, got_schedule, expected, ("the learning rates",), MISTAKES, tol=1e-7)
         if failure is not None:
             wrong = ~_close(got_schedule, expected)
             i = int(wrong.nonzero()[0])
