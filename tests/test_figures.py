@@ -417,11 +417,11 @@ def test_rope_helpers():
     rotated = rotary_embeddings.rotate(Q_SMALL, torch.tensor([3, 30]))  # (2, 8)
     expected = apply_rope(Q_SMALL.expand(40, 8), cos, sin)[[3, 30]]
     torch.testing.assert_close(rotated, expected)
-    # Pair 0 turns by m radians: at m = 0 nothing moves.
+    # Pair 0 turns by i radians at position i: at i = 0 nothing moves.
     q_0, k_0 = rotary_embeddings.rotated_pairs(Q_SMALL, K_SMALL, 0, 0)
     torch.testing.assert_close(q_0, Q_SMALL.view(4, 2))
-    q_m, k_n = rotary_embeddings.rotated_pairs(Q_SMALL, K_SMALL, 20, 3)
-    assert rotary_embeddings.pair_angle(k_n[0], q_m[0]) == pytest.approx(
+    q_i, k_j = rotary_embeddings.rotated_pairs(Q_SMALL, K_SMALL, 20, 3)
+    assert rotary_embeddings.pair_angle(k_j[0], q_i[0]) == pytest.approx(
         math.degrees(math.remainder(3 + math.atan2(0.2, 1.0) - math.atan2(-0.6, 0.8), 2 * math.pi)), abs=1e-3)
     assert rotary_embeddings.pair_angle(torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])) == pytest.approx(90.0)
     # The score depends on the distance only, and Δ = 0 is the plain dot product.

@@ -20,8 +20,8 @@ ALT = (
     "Three panels. Left and middle: the first two pairs of an 8-dimensional query (blue arrow) "
     "and key (orange arrow), each rotated to its position; the angle between them is printed "
     "below. Right: the score q·k against the distance i - j from 0 to 16, a grey line computed "
-    "at m = 16 with blue dots computed at the chosen m lying on it, and a black circle at the "
-    "chosen distance."
+    "at query position i = 16 with blue dots computed at the chosen i lying on it, and a black "
+    "circle at the chosen distance."
 )
 
 
@@ -31,17 +31,17 @@ def rotate(x: Tensor, positions: Tensor) -> Tensor:
     return apply_rope(x.expand(len(positions), x.size(-1)), cos, sin, positions=positions)  # (n, d)
 
 
-def rotated_pairs(query: Tensor, key: Tensor, m: int, delta: int) -> tuple[Tensor, Tensor]:
-    """The query (d,) at position m and the key (d,) at m - delta, rotated, as (d/2, 2) pairs."""
-    q_m = rotate(query, torch.tensor([m]))[0].view(-1, 2)  # (d/2, 2)
-    k_n = rotate(key, torch.tensor([m - delta]))[0].view(-1, 2)  # (d/2, 2)
-    return q_m, k_n
+def rotated_pairs(query: Tensor, key: Tensor, i: int, delta: int) -> tuple[Tensor, Tensor]:
+    """The query (d,) at position i and the key (d,) at j = i - delta, rotated, as (d/2, 2) pairs."""
+    q_i = rotate(query, torch.tensor([i]))[0].view(-1, 2)  # (d/2, 2)
+    k_j = rotate(key, torch.tensor([i - delta]))[0].view(-1, 2)  # (d/2, 2)
+    return q_i, k_j
 
 
-def score_curve(query: Tensor, key: Tensor, m: int, distances: Tensor) -> Tensor:
-    """q_m · k_(m - Δ) for each Δ in ``distances`` (n,): the query at m against the key at every distance."""
-    q_m = rotate(query, torch.tensor([m]))[0]  # (d,)
-    return rotate(key, m - distances) @ q_m  # (n, d) @ (d,) -> (n,)
+def score_curve(query: Tensor, key: Tensor, i: int, distances: Tensor) -> Tensor:
+    """q_i · k_j at j = i - Δ for each Δ in ``distances`` (n,): the query at i against the key at every distance."""
+    q_i = rotate(query, torch.tensor([i]))[0]  # (d,)
+    return rotate(key, i - distances) @ q_i  # (n, d) @ (d,) -> (n,)
 
 
 def pair_angle(a: Tensor, b: Tensor) -> float:
@@ -55,13 +55,14 @@ def rope_explorer(
     positions: Sequence[int],
     distances: Sequence[int],
     max_distance: int = 16,
-    start_m: int = 20,
+    start_i: int = 20,
     start_delta: int = 2,
 ) -> InteractiveFigure:
-    """Sliders for the query's position m and the distance Δ = m - n to the key, both (d,).
+    """Sliders for the query's position i and the distance Δ = i - j to the key's position j; query
+    and key (d,).
 
     The score line is computed at the first of ``positions``, for Δ = 0 .. ``max_distance``; the
-    dots at the slider's m.
+    dots at the slider's i.
     """
     curve_distances = torch.arange(0, max_distance + 1)  # (n,): Δ, also the index into a curve
     head_dim = query.size(-1)
@@ -70,15 +71,15 @@ def rope_explorer(
     ax_pair0, ax_pair1, ax_score = fig.subplots(1, 3, gridspec_kw={"width_ratios": [1, 1, 1.35]})
     arrow_style = dict(angles="xy", scale_units="xy", scale=1, width=0.025)
     arrows, angle_texts = [], []
-    for i, ax in enumerate([ax_pair0, ax_pair1]):
-        radius = max(query[2 * i : 2 * i + 2].norm(), key[2 * i : 2 * i + 2].norm()).item()
+    for p, ax in enumerate([ax_pair0, ax_pair1]):  # pair p: dimensions 2p, 2p + 1
+        radius = max(query[2 * p : 2 * p + 2].norm(), key[2 * p : 2 * p + 2].norm()).item()
         ax.add_patch(plt.Circle((0, 0), radius, fill=False, ls=":", color="grey"))
         arrows.append((ax.quiver([0], [0], [1], [0], color=COLORS[0], **arrow_style),
                        ax.quiver([0], [0], [1], [0], color=COLORS[1], **arrow_style)))
         angle_texts.append(ax.text(0, -1.38, "", ha="center", fontsize=9))
         ax.set(xlim=(-1.5, 1.5), ylim=(-1.5, 1.5), aspect="equal", xticks=[], yticks=[],
-               title=f"pair {i} (θ = {10000 ** (-2 * i / head_dim):g})")
-    ax_pair0.legend(arrows[0], ["query at m", "key at n"], loc="upper left", fontsize=8, frameon=False,
+               title=f"pair {p} (θ = {10000 ** (-2 * p / head_dim):g})")
+    ax_pair0.legend(arrows[0], ["query at i", "key at j"], loc="upper left", fontsize=8, frameon=False,
                     handlelength=1)
 
     ax_score.plot(curve_distances, reference, color="grey", lw=1.5, label=f"computed at i = {positions[0]}")
@@ -90,24 +91,24 @@ def rope_explorer(
     ax_score.legend(fontsize=8, frameon=False, loc="lower left")
     despine(ax_score)
 
-    def update(m: int, delta: int) -> None:
-        q_m, k_n = rotated_pairs(query, key, m, delta)
-        for i, (query_arrow, key_arrow) in enumerate(arrows):
-            query_arrow.set_UVC([q_m[i, 0]], [q_m[i, 1]])
-            key_arrow.set_UVC([k_n[i, 0]], [k_n[i, 1]])
-            angle_texts[i].set_text(f"angle key→query {pair_angle(k_n[i], q_m[i]):.0f}°")
-        curve = score_curve(query, key, m, curve_distances)
+    def update(i: int, delta: int) -> None:
+        q_i, k_j = rotated_pairs(query, key, i, delta)
+        for p, (query_arrow, key_arrow) in enumerate(arrows):
+            query_arrow.set_UVC([q_i[p, 0]], [q_i[p, 1]])
+            key_arrow.set_UVC([k_j[p, 0]], [k_j[p, 1]])
+            angle_texts[p].set_text(f"angle key→query {pair_angle(k_j[p], q_i[p]):.0f}°")
+        curve = score_curve(query, key, i, curve_distances)
         dots.set_offsets(torch.stack([curve_distances.float(), curve], dim=1))
         current.set_offsets([[delta, curve[delta].item()]])
-        score_title.set_text(f"i = {m}, j = {m - delta}: score {curve[delta]:.3f}")
+        score_title.set_text(f"i = {i}, j = {i - delta}: score {curve[delta]:.3f}")
 
-    update(start_m, start_delta)  # fill the texts in before the layout pass, so it makes room for them
+    update(start_i, start_delta)  # fill the texts in before the layout pass, so it makes room for them
     fig.tight_layout()
     return InteractiveFigure(
         fig,
         update,
         [
-            Slider("m", positions, label="query position i", initial=start_m),
+            Slider("i", positions, label="query position i", initial=start_i),
             Slider("delta", distances, label="distance Δ = i - j", initial=start_delta),
         ],
         # What update changes; the circles, axes, line and legends are drawn once.
