@@ -47,6 +47,7 @@ def _one_nan():
     ("output", OUTPUT.roll(1, 1), OUTPUT, {}, "shifted by 1 along the position axis (dim -2)"),
     ("output", OUTPUT.flip(1), OUTPUT, {}, "reversed along the position axis"),
     ("output", OUTPUT[:, [1, 0, 2, 3, 4, 5]], OUTPUT, {}, "in another order along dim -2"),
+    ("output", OUTPUT[:1].expand(2, 6, 8), OUTPUT, {}, "every batch item of yours equals the reference's batch item 0"),
     ("weights", _heads_wrong(), WEIGHTS, {}, "only head 2 of 4 differs"),
     ("weights", _late_queries_wrong(), WEIGHTS, {}, "queries 0..2 are right, from query 3 on they differ"),
     ("weights", WEIGHTS * torch.arange(1.0, 6.0)[:, None], WEIGHTS, {}, "a factor of its own"),

@@ -119,6 +119,13 @@ def _relations(g: Tensor, e: Tensor, info: Mapping[str, object], names: list[str
         n = g.shape[d]
         if n < 2:
             continue
+        slices_g, slices_e = g.movedim(d, 0), e.movedim(d, 0)
+        for t in range(n):  # one slice copied everywhere: computed once, broadcast
+            if all(_close(slices_g[i], slices_e[t], tol) for i in range(n)):
+                return (f"every {names[d]} of yours equals the reference's {names[d]} {t} (dim {d - g.dim()}): one "
+                        f"{names[d]} computed and copied to all")
+        if n < 3:
+            continue
         if _close(g, e.flip(d), tol):
             return f"it is the reference reversed along the {names[d]} axis (dim {d - g.dim()})"
         for k in (1, -1, 2, -2):
@@ -133,7 +140,6 @@ def _relations(g: Tensor, e: Tensor, info: Mapping[str, object], names: list[str
                         f"entry {names[d]} t holds the reference's {names[d]} t {'-' if k > 0 else '+'} {abs(k)} "
                         f"(one {names[d]} {later})")
         if n <= 8:  # a permutation of the slices along d
-            slices_g, slices_e = g.movedim(d, 0), e.movedim(d, 0)
             match = [next((j for j in range(n) if _close(slices_g[i], slices_e[j], tol)), None) for i in range(n)]
             if None not in match and match != list(range(n)) and sorted(match) == list(range(n)):
                 return (f"its {_plural(names[d])} are the reference's in another order along dim {d - g.dim()}: "
