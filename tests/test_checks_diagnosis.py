@@ -132,3 +132,27 @@ def test_the_first_failure_elides_the_code_and_a_repeat_reveals_it():
     remember(CheckResult("check_demo", True, "all cases match"))
     fourth = remember(CheckResult("check_demo", False, "empty rows give NaN (case 3/4)", hint))
     assert "masked_fill" not in str(fourth)  # a pass in between: a new start
+
+
+def test_a_changed_function_is_told_what_moved():
+    from lessons_src.checks._framework import fingerprint
+
+    def one(x):
+        return x + 1
+
+    def two(x):
+        return x + 2
+
+    assert fingerprint(one) != fingerprint(two) and fingerprint(one) == fingerprint(one)
+    hint = "guard the factor too: `torch.where(torch.isinf(new_max), 0.0, new_max)`."
+    first = remember(CheckResult("check_moved", False, "NaN for a row that has seen only masked keys (case 4/5)",
+                                 hint, ["first difference at output[1, 0]: expected 0, got nan"], learner="a"))
+    assert "it moved" not in str(first)
+    second = remember(CheckResult("check_moved", False, "NaN for a row that has seen only masked keys (case 4/5)",
+                                  hint, ["first difference at running_sum[1]: expected 0, got nan"], learner="b"))
+    assert ("it moved: last try 'first difference at output[1, 0]: expected 0, got nan', now 'first difference at "
+            "running_sum[1]: expected 0, got nan'") in str(second)
+    assert "isinf" not in str(second)  # progress: the code is still the learner's to find
+    third = remember(CheckResult("check_moved", False, "NaN for a row that has seen only masked keys (case 4/5)",
+                                 hint, ["first difference at running_sum[1]: expected 0, got nan"], learner="c"))
+    assert "did not touch this mistake" in str(third) and "isinf" in str(third)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import inspect
 import math
 import numbers
@@ -451,6 +452,20 @@ def _parameter_names(fn: Callable[..., object], n: int) -> list[str]:
     return names + [f"argument {i + 1}" for i in range(len(names), n)]
 
 
+def fingerprint(fn: object) -> str:
+    """A short hash of a function's code and constants: the same after re-running its cell unchanged,
+    different after an edit (so feedback can tell "you changed it" from "the same again")."""
+    method = next((vars(k)["__call__"] for k in type(fn).__mro__ if "__call__" in vars(k)), None)
+    code = getattr(fn, "__code__", None) or getattr(method, "__code__", None)
+    if code is None:
+        return repr(type(fn))
+    parts = [code.co_code, repr(code.co_consts).encode(), repr(code.co_names).encode()]
+    for const in code.co_consts:  # nested functions and lambdas
+        if hasattr(const, "co_code"):
+            parts += [const.co_code, repr(const.co_consts).encode()]
+    return hashlib.sha256(b"\0".join(parts)).hexdigest()[:12]
+
+
 class Session:
     """One run of a check: its name, its time budget, and the learner calls it made."""
 
@@ -466,6 +481,8 @@ class Session:
         #: How many times slower than a quiet machine this one runs (1 with ``follow_machine`` off).
         self.slowness = machine_slowness() if LIMITS.follow_machine else 1.0
         self.printing = _Printing()
+        #: Which version of the learner's function this run judged (:func:`fingerprint`), for "what changed".
+        self.learner = ""
 
     def _limit_text(self, base: float) -> str:
         if self.slowness == 1.0:
@@ -475,7 +492,7 @@ class Session:
 
     def fail(self, summary: str, hint: str, details: Sequence[str] = ()) -> CheckResult:
         """A failing result (not finished yet)."""
-        return CheckResult(self.name, False, summary, hint, list(details))
+        return CheckResult(self.name, False, summary, hint, list(details), learner=self.learner)
 
     def call(self, where: str, fn: Callable[..., object], args: dict[str, object] | Sequence[object],
              kwargs: dict[str, object] | None = None) -> tuple[object, CheckResult | None]:
@@ -507,6 +524,8 @@ class Session:
         given = {name: _copy(v, self.copy_modules) for name, v in args.items()}
         given_kw = {name: _copy(v, self.copy_modules) for name, v in kwargs.items()}
         self.calls += 1
+        if not self.learner:
+            self.learner = fingerprint(fn)
         kind, value, seconds = call_limited(fn, list(given.values()), given_kw, limit, self.printing)
         self.seconds += seconds
         if kind == "timeout":

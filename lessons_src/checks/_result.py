@@ -79,6 +79,8 @@ class CheckResult:
     details: list[str] = field(default_factory=list)
     #: Show the hint's code in full (set on a repeated failure; ``fix`` always shows it).
     reveal: bool = False
+    #: A fingerprint of the learner's function that was judged ("" when unknown).
+    learner: str = ""
 
     def __bool__(self) -> bool:
         return self.passed
@@ -123,22 +125,38 @@ class CheckResult:
         )
 
 
-#: The last failure's first line per check, to tell a learner what changed on the next try.
-_LAST_FAILURE: dict[str, str] = {}
+#: The last failure per check: its first line, its details and the learner's fingerprint.
+_LAST_FAILURE: dict[str, tuple[str, list[str], str]] = {}
 
 
 def remember(result: CheckResult) -> CheckResult:
-    """Compare a failure with the same check's last one: the same again reveals the code; another says what changed."""
+    """Compare a failure with the same check's last one, so that a learner can tell progress from none.
+
+    The same failure from the same function reveals the fix's code; from a changed function, it
+    says what moved (the first difference, where it was and where it is now); another failure says
+    what the last one was.
+    """
     previous = _LAST_FAILURE.get(result.check)
     if result.passed:
         _LAST_FAILURE.pop(result.check, None)
         return result
-    if previous == result.summary:
-        result.reveal = True
-        result.details.append("the same failure as your last try, so the exact code of the fix is shown below")
+    if previous is not None and previous[0] == result.summary:
+        same_function = not result.learner or not previous[2] or previous[2] == result.learner
+        moved = [(old, new) for old, new in zip(previous[1], result.details) if old != new]
+        if same_function:
+            result.reveal = True
+            result.details.append("the same failure as your last try, so the exact code of the fix is shown below")
+        elif moved:
+            old, new = moved[0]
+            result.details.append(f"you changed your function and the same mistake remains, but it moved: last "
+                                  f"try '{old}', now '{new}'")
+        else:
+            result.reveal = True
+            result.details.append("you changed your function, but the check sees exactly the same result: the "
+                                  "change did not touch this mistake (the exact code of the fix is shown below)")
     elif previous is not None:
-        result.details.append(f"your last try failed differently: {previous}")
-    _LAST_FAILURE[result.check] = result.summary
+        result.details.append(f"your last try failed differently: {previous[0]}")
+    _LAST_FAILURE[result.check] = (result.summary, list(result.details), result.learner)
     return result
 
 
