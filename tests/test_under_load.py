@@ -34,7 +34,7 @@ ARTIFACTS = ROOT / "tests" / "artifacts" / "load"
 
 #: What a page's code calls when it measures time (lessons_src.profiling, the clock, a training
 #: loop's speed).
-TIMING = re.compile(r"\b(time_ms|times_ms|interleaved_times_ms|perf_counter|steps_per_second)\b")
+TIMING = re.compile(r"\b(time_ms|times_ms|interleaved_times_ms|clearly_less|perf_counter|steps_per_second)\b")
 
 
 def _code(notebook: Path) -> str:
