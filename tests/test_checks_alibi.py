@@ -101,7 +101,7 @@ def halves_always(num_heads, len_q, len_k):
     return -m[:, None, None] * distance
 
 
-@add(CHECK, mistake="for H not a power of 2, the slopes are 2^(-8(h+1)/H) for every head")
+@add(CHECK, mistake="for H not a power of 2, the slopes are 2^(-8h/H) for every head")
 def one_rule_for_all(num_heads, len_q, len_k):
     query_pos = torch.arange(len_k - len_q, len_k)
     distance = (query_pos[:, None] - torch.arange(len_k)[None, :]).float()

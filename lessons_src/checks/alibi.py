@@ -94,13 +94,13 @@ MISTAKES = [
     Mistake("the sign is reversed: the bias rewards distant keys instead of penalising them",
             "the bias is -β_h * (p_i - j), with p_i = len_k - len_q + i the position of query i: zero for the "
             "query's own position, more negative further back.", _bias(sign=1.0)),
-    Mistake("the slope exponent is off by one: 2^(-8h/H) with h counted from 0 gives head 0 a slope of 1",
-            "heads are counted from 0, so head h gets 2^(-8(h+1)/H): for H={num_heads} the first slope is {first}, "
+    Mistake("the slope exponent is off by one: 2^(-8h/H) with h the index from 0 gives the first head a slope of 1",
+            "head h = 1 .. H gets β_h = 2^(-8h/H), at index h - 1: for H={num_heads} index 0 holds {first}, "
             "and the last is 2^-8.", _bias(slopes=lambda n: _composed(n, lambda p: [2.0 ** (-8.0 * h / p)
                                                                                 for h in range(p)]))),
-    Mistake("the 8 is missing from the exponent: the slopes are 2^(-(h+1)/H)",
-            "the paper's slopes for a power of 2 are 2^(-8(h+1)/H): the first is {first} for H={num_heads}, and "
-            "the last is always 2^-8 = 1/256.",
+    Mistake("the 8 is missing from the exponent: the slopes are 2^(-h/H)",
+            "the paper's slopes for a power of 2 are β_h = 2^(-8h/H), h = 1 .. H: the first is {first} for "
+            "H={num_heads}, and the last is always 2^-8 = 1/256.",
             _bias(slopes=lambda n: _composed(n, lambda p: [2.0 ** (-(h + 1) / p) for h in range(p)]))),
     Mistake("the queries are one position too late: query i is placed at len_k - len_q + i + 1",
             "query i sits at position p_i = len_k - len_q + i (with len_q = len_k, at i): its own key gets bias 0.",
@@ -113,16 +113,18 @@ MISTAKES = [
             "len_k - len_q + i, so its distance to key j is len_k - len_q + i - j (as `causal_mask(len_q, len_k)`).",
             _bias(top_left=True)),
     Mistake("the slopes are in reverse order (the last head's slope first)",
-            "head 0 gets the steepest slope, 2^(-8/H) = {first} here, and each next head's slope is that much "
-            "smaller.", _bias(slopes=lambda n: _paper(n)[::-1])),
+            "the first head (index 0) gets the steepest slope, 2^(-8/H) = {first} here, and each next head's "
+            "slope is that much smaller.",
+            _bias(slopes=lambda n: _paper(n)[::-1])),
     Mistake("the slopes are 1/2, 1/4, ... whatever the number of heads: they must depend on H",
-            "the paper's slopes for H heads (H a power of 2) are 2^(-8(h+1)/H) for heads h = 0 .. H-1: for H={num_heads} the first "
-            "is {first}, and the last is always 2^-8.", _bias(slopes=lambda n: [2.0 ** -(h + 1) for h in range(n)])),
+            "the paper's slopes for H heads (H a power of 2) are β_h = 2^(-8h/H) for heads h = 1 .. H: "
+            "for H={num_heads} the first is {first}, and the last is always 2^-8.",
+            _bias(slopes=lambda n: [2.0 ** -(h + 1) for h in range(n)])),
     Mistake("for H not a power of 2, the extra slopes are the 2nd, 4th, ... of twice the power, not the 1st, 3rd, ...",
             "counting from the 1st: for H={num_heads} take the slopes of the largest power of 2 below H, then "
             "`slopes_of_twice_that[0::2]` (the 1st, 3rd, 5th, ...), not `[1::2]`, until there are H.",
             _bias(slopes=lambda n: _composed(n, _powers, slice(1, None, 2))), when=_not_power_of_2),
-    Mistake("for H not a power of 2, the slopes are 2^(-8(h+1)/H) for every head instead of the paper's rule",
+    Mistake("for H not a power of 2, the slopes are 2^(-8h/H) for every head h = 1 .. H instead of the paper's rule",
             "for H={num_heads}: take the slopes of the largest power of 2 below H, then every other slope of twice "
             "that power (the 1st, 3rd, ...) until there are H.", _bias(slopes=_powers), when=_not_power_of_2),
     Mistake("for H not a power of 2, the right slopes come out in another order (sorted)",
