@@ -96,8 +96,9 @@ def bigram_loss(train: Tensor, held_out: Tensor, vocab_size: int, smoothing: flo
 
     ``p(b | a) = (count(a, b) + smoothing) / (count(a) + smoothing · vocab_size)`` from the 1-D
     int64 token tensors; the loss is the mean of ``-log p(b | a)`` over ``held_out``'s consecutive
-    pairs. A model that reads only the previous token can at best match it; a model that uses more
-    context must beat it. Taught in the chapter "A language model and its heads".
+    pairs. It is not the best a model that reads only the previous token can do: that is the same
+    table counted on ``held_out`` itself with ``smoothing`` near 0 (an oracle), and a model must go
+    below *that* to show it uses more context. Taught in the chapter "A language model and its heads".
     """
     check.positive_int(vocab_size, "vocab_size", "bigram_loss")
     for name, tokens in (("train", train), ("held_out", held_out)):
@@ -171,7 +172,7 @@ class LanguageModel(nn.Module):
             mask = causal_mask(length, device=tokens.device)  # (L, L): each token sees itself and the past
             for block in self.blocks:
                 x = block(x, mask, check_inputs=False)
-            logits = self.read_out(self.norm(x))  # (B, L, V)
+            logits = self.read_out(self.norm(x))  # (B, L, |V|)
         finally:
             for hook in hooks:
                 hook.remove()

@@ -135,7 +135,7 @@ def check_next_token_probs(fn: Callable[..., object]) -> CheckResult:
     """Check a learner's ``fn(logits, temperature=1.0, top_k=None) -> probs`` (exercise 14).
 
     ``logits (..., |V|)`` -> ``softmax(logits / temperature)`` over the last dim, where only the logits
-    >= the ``top_k``-th largest are kept (ties kept; all when ``top_k`` is None or >= |V|). Seven cases;
+    >= the ``top_k``-th largest are kept (ties kept; all when ``top_k`` is None or >= |V|). Eight cases;
     the first failing one is reported, naming the mistake. Never raises because of the learner's
     code (under ``LESSONS_SRC_STRICT=1`` a failure raises AssertionError).
     """
