@@ -97,7 +97,7 @@ _CHOICES = {
     "norm": ("layer", "rms"),
     "placement": ("post", "pre"),
     "ffn": ("relu", "gelu", "swiglu"),
-    "positions": ("sinusoidal", "learned", "rope", "alibi"),
+    "positions": ("sinusoidal", "learned", "rope", "alibi", "none"),
     "rope_layout": ("interleaved", "half"),
 }
 
@@ -109,7 +109,9 @@ class DecoderConfig:
     The 2017 block is the default: ``norm="layer"``, ``placement="post"``, ``ffn="relu"``,
     ``positions="sinusoidal"``, ``num_kv_heads=None`` (= ``num_heads``), ``bias=True``. A Llama-style
     block: ``norm="rms"``, ``placement="pre"``, ``ffn="swiglu"``, ``positions="rope"``,
-    ``num_kv_heads < num_heads``, ``bias=False``. ``d_ff`` defaults to ``4 · d_model``, or
+    ``num_kv_heads < num_heads``, ``bias=False``. ``positions="none"`` gives no position information at
+    all (only the causal mask tells the tokens apart by order): the control that shows what the other
+    schemes add. ``d_ff`` defaults to ``4 · d_model``, or
     :func:`swiglu_width` for SwiGLU. ``rope_layout`` and ``rope_base`` apply to ``positions="rope"``:
     ``"interleaved"`` pairs (RoFormer, Meta's Llama code) or ``"half"`` (GPT-NeoX, Hugging Face), and
     the base of the angles ``θ_p = rope_base^(-2p/d_k)`` (10,000 in RoFormer, Llama 1 and 2; 500,000 in
@@ -278,8 +280,9 @@ class DecoderLM(nn.Module):
     """A decoder-only language model built from :class:`DecoderConfig`: ``tokens (B, L) -> logits (B, L, V)``.
 
     ``embed_tokens``, then sinusoidal or learned positions added (``embed_positions``, for those
-    two switches), ``num_layers`` :class:`DecoderLayer` s, a final ``norm`` with pre-LN placement
-    (post-LN blocks end normalised already), and ``lm_head``. ``forward(tokens, caches)`` with one
+    two switches; rotary, ALiBi and ``"none"`` add nothing here), ``num_layers``
+    :class:`DecoderLayer` s, a final ``norm`` with pre-LN placement (post-LN blocks end normalised
+    already), and ``lm_head``. ``forward(tokens, caches)`` with one
     :class:`lessons_src.KVCache` per layer decodes incrementally: the new tokens continue the cached
     positions. Taught in the chapter "From the original block to a modern LLM block".
     """

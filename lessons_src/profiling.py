@@ -13,7 +13,10 @@ Taught in the chapter "Efficient attention", which measures with these, as does
 - **peak memory** beyond what existed before the call, its output included: on CUDA,
   ``torch.cuda.max_memory_allocated``; on a CPU, which has no such counter, PyTorch's profiler
   records every allocation (+bytes) and free (-bytes) its CPU allocator sees, and the running
-  total's maximum is the peak.
+  total's maximum is the peak;
+- **which operations** a call runs: :func:`operation_names` lists the ``aten::`` operations PyTorch's
+  profiler records (one fused kernel, or several passes over a tensor), and :func:`kernel_name` the
+  attention kernel among them.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 __all__ = ["synchronize", "times_ms", "time_ms", "interleaved_times_ms", "clearly_less", "peak_memory_bytes",
-           "peak_memory_mib", "kernel_name"]
+           "peak_memory_mib", "operation_names", "kernel_name"]
 
 MiB = 2**20
 K = TypeVar("K", bound=Hashable)
@@ -161,9 +164,15 @@ def peak_memory_mib(fn: Callable[[], object], device: torch.device | str = "cpu"
     return peak_memory_bytes(fn, device) / MiB
 
 
+def operation_names(fn: Callable[[], object], device: torch.device | str = "cpu") -> list[str]:
+    """The PyTorch operations (``aten::...``) that fn() runs, nested ones included, in the order the
+    profiler records them."""
+    with _stderr_silenced():
+        events = _profiled(fn, device, memory=False).events()
+    return [e.name for e in events if e.name.startswith("aten::")]
+
+
 def kernel_name(fn: Callable[[], object], device: torch.device | str = "cpu") -> str:
     """The attention kernel PyTorch ran inside fn(), e.g. ``aten::_scaled_dot_product_...``."""
-    with _stderr_silenced():
-        names = [e.name for e in _profiled(fn, device, memory=False).events()]
-    names = [name for name in names if name.startswith("aten::_scaled_dot_product")]
+    names = [name for name in operation_names(fn, device) if name.startswith("aten::_scaled_dot_product")]
     return names[0] if names else "none (no fused kernel ran)"

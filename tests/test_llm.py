@@ -153,6 +153,7 @@ def test_the_llama_switches_use_checkpoint_names():
     dict(placement="pre", positions="learned"),
     dict(placement="pre", positions="alibi", num_kv_heads=1),
     dict(placement="pre", positions="rope", rope_layout="half", norm="rms"),
+    dict(placement="pre", positions="none"),
     LLAMA,
 ])
 def test_decoding_token_by_token_with_a_cache_equals_the_full_pass(switches):
@@ -176,6 +177,22 @@ def test_a_causal_model_never_sees_the_future():
     assert_close(model(tokens)[:, :5], model(changed)[:, :5])
 
 
+def test_without_positions_the_last_prediction_ignores_the_order_of_the_prefix():
+    """positions='none': nothing but the causal mask orders the tokens, so in one layer the last token's
+    logits are the same for any order of the earlier tokens (in a second layer the earlier tokens' own
+    outputs would depend on their prefixes); with sinusoidal positions they are not."""
+    torch.manual_seed(5)
+    tokens = torch.randint(0, 11, (2, 7))
+    shuffled = torch.cat([tokens[:, :6][:, torch.randperm(6)], tokens[:, 6:]], dim=1)
+    for positions, same in (("none", True), ("sinusoidal", False)):
+        config = DecoderConfig(vocab_size=11, d_model=16, num_heads=4, num_layers=1, max_len=8, placement="pre",
+                               positions=positions)
+        model = DecoderLM(config).eval()
+        assert not hasattr(model, "embed_positions") or positions == "sinusoidal"
+        gap = (model(tokens)[:, -1] - model(shuffled)[:, -1]).abs().max().item()
+        assert (gap < 1e-5) == same, (positions, gap)
+
+
 def test_rotary_turns_queries_and_keys_never_values():
     """With V's projection only, a rope model and a no-position model whose attention is uniform
     differ: here just check that values pass unrotated, by comparing against F.sdpa by hand."""
@@ -196,7 +213,7 @@ def test_rotary_turns_queries_and_keys_never_values():
     (dict(norm="batch"), "norm must be one of 'layer', 'rms', got 'batch'"),
     (dict(placement="sandwich"), "placement must be one of 'post', 'pre'"),
     (dict(ffn="swish"), "ffn must be one of 'relu', 'gelu', 'swiglu'"),
-    (dict(positions="none"), "positions must be one of"),
+    (dict(positions="nope"), "positions must be one of"),
     (dict(rope_layout="half"), "rope_layout='half' only applies with positions='rope'"),
     (dict(num_kv_heads=3), "num_heads=4 is not divisible by num_kv_heads=3"),
     (dict(d_model=18), "d_model=18 is not divisible by num_heads=4"),

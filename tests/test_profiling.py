@@ -13,6 +13,7 @@ from lessons_src.profiling import (
     clearly_less,
     interleaved_times_ms,
     kernel_name,
+    operation_names,
     peak_memory_bytes,
     peak_memory_mib,
     time_ms,
@@ -88,6 +89,15 @@ def test_explicit_attention_holds_scores_and_weights(device):
     assert abs(measured - predicted) <= 0.1 * predicted
     assert fused < 0.5 * measured  # no (L, L) matrix
     assert peak_memory_mib(lambda: torch.ones(MiB // FLOAT, device=device), device) == pytest.approx(1.0, abs=0.01)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_operation_names_lists_what_a_call_runs(device):
+    x = torch.randn(4, 8, device=device)
+    names = operation_names(lambda: torch.exp(x).sum(), device)
+    assert "aten::exp" in names and "aten::sum" in names
+    assert names.index("aten::exp") < names.index("aten::sum")
+    assert all(name.startswith("aten::") for name in names)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -7,8 +7,8 @@ shows). The mistakes are the table :data:`MISTAKES`.
 
 Part 2, :func:`check_swiglu`: the learner writes the SwiGLU feed-forward from a checkpoint's three
 weight matrices, stored ``(out, in)`` as ``nn.Linear`` stores them:
-``swiglu(x, w_gate, w_up, w_down) = (silu(x W_gateᵀ) * (x W_upᵀ)) W_downᵀ``. The cases vary D, the hidden
-width and the leading dims; the mistakes (gate and up swapped, SiLU on the product or after the down
+``swiglu(x, w_gate, w_up, w_down) = (silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T``. The cases vary D,
+the hidden width and the leading dims; the mistakes (gate and up swapped, SiLU on the product or after the down
 projection, ReLU/GELU/sigmoid instead of SiLU, no gate, a sum instead of a product, ...) are
 :data:`SWIGLU_MISTAKES`. Both are built on the framework (``_framework.py``).
 """
@@ -155,7 +155,7 @@ def _ffn(act: Callable[[Tensor], Tensor], gate: str = "gate", on: str = "gate",
 _SILU = "SiLU (`F.silu`, x * sigmoid(x))"
 
 SWIGLU_MISTAKES = [
-    Mistake("the gate and up projections are swapped: SiLU is applied to the up branch, x W_upᵀ",
+    Mistake("the gate and up projections are swapped: SiLU is applied to the up branch, x @ w_up.T",
             "SiLU goes on the *gate* branch only: silu(x @ w_gate.T), then multiply by x @ w_up.T. A checkpoint's "
             "names say which is which; swapping them runs without error and gives other outputs.",
             _ffn(F.silu, gate="up")),
@@ -173,7 +173,7 @@ SWIGLU_MISTAKES = [
     Mistake("GELU instead of SiLU (that is GeGLU)", f"SwiGLU uses {_SILU}, not `F.gelu`.", _ffn(F.gelu)),
     Mistake("sigmoid instead of SiLU (that is the original GLU)",
             f"SwiGLU uses {_SILU}: x times sigmoid(x), not sigmoid(x) alone.", _ffn(torch.sigmoid)),
-    Mistake("the up branch is missing: there is no gate, only silu(x W_gateᵀ) W_downᵀ",
+    Mistake("the up branch is missing: there is no gate, only silu(x @ w_gate.T) @ w_down.T",
             "multiply the activated gate by the up branch, x @ w_up.T, elementwise: that product is the gating.",
             _ffn(F.silu, combine="none")),
     Mistake("the down projection is missing: the result has the hidden width d_ff={hidden}, not D",
@@ -195,8 +195,8 @@ _SWIGLU_HINTS = [
 
 def check_swiglu(fn: Callable[..., object]) -> CheckResult:
     """Check a learner's ``swiglu(x, w_gate, w_up, w_down) -> (..., D)`` (exercise 16, part 2):
-    ``(silu(x W_gateᵀ) * (x W_upᵀ)) W_downᵀ`` with checkpoint-layout weights ``(out, in)``. Three cases;
-    the first failing one is reported, naming the mistake (:data:`SWIGLU_MISTAKES`). Never raises because
+    ``(silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T`` with checkpoint-layout weights ``(out, in)``. Three
+    cases; the first failing one is reported, naming the mistake (:data:`SWIGLU_MISTAKES`). Never raises because
     of the learner's code (under ``LESSONS_SRC_STRICT=1`` a failure raises AssertionError).
     """
     session = Session(SWIGLU, _SWIGLU_HINTS)
