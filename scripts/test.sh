@@ -8,9 +8,9 @@
 #              each executed notebook is kept in _build/launch/ for the site stage
 #   site       the site built with -W (from the kept executions where they match), two executions
 #              of every page compared, the browser tests
-#   load       with one busy process per core: every page that measures time run as Colab runs it
-#              (ipywidgets 7.7.1 and 8), the checks' contract test and learner table
 #   frontend   Binder's environment with real JupyterLab, driven by Chromium: run every chapter, move every slider
+#   load       with one busy process per core: every page that measures time run as Colab runs it
+#              (ipywidgets 7.7.1 and 8), the checks' contract test and learner table (last: it loads the machine)
 # Usage: bash scripts/test.sh [STAGE ...]     (extra pytest options: PYTEST_ADDOPTS="...")
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +18,7 @@ source scripts/_venv.sh
 ensure_venv dev
 
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(lint unit dist notebooks load site frontend)
+[ ${#stages[@]} -gt 0 ] || stages=(lint unit dist notebooks site frontend load)
 
 # The browser tests drive Debian's Chromium (Playwright cannot download browsers here).
 if [[ " ${stages[*]} " =~ " "(site|frontend)" " ]] && [ ! -x /usr/bin/chromium ]; then
