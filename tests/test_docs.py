@@ -200,3 +200,16 @@ def test_checker_catches_what_is_missing(text, complaint):
 def test_citation_pattern_finds_sections():
     sample = 'see (CONTRIBUTING' + '.md, "No such section") and CONTRIBUTING' + '.md, "Thebe".'  # split: not a citation here
     assert CITATION.findall(sample) == ["No such section", "Thebe"]
+
+
+def test_the_bibliography_parses_and_has_every_cited_key():
+    """references.bib as Sphinx reads it (pybtex, strict): a broken entry fails the whole site build."""
+    from pybtex.database import parse_file
+
+    keys = set(parse_file(ROOT / "references.bib").entries)
+    cited = set()
+    for path in [*ROOT.glob("book/*.ipynb"), *ROOT.glob("book/*.md"), *ROOT.glob("exercises/*.ipynb"),
+                 *ROOT.glob("solutions/*.ipynb")]:
+        for match in re.finditer(r"\{cite(?::\w+)?\}`([^`]+)`", path.read_text()):
+            cited.update(key.strip() for key in match.group(1).split(","))
+    assert cited and cited <= keys, sorted(cited - keys)
