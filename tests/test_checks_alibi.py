@@ -77,7 +77,7 @@ def slopes_by_recursion_in_logs(num_heads, len_q, len_k):
 # -- the usual slips --------------------------------------------------------------------------------------
 
 
-@add(CHECK, mistake="the sign is reversed")
+@add(CHECK, mistake="its sign is reversed")
 def plus_bias(num_heads, len_q, len_k):
     return -reference(num_heads, len_q, len_k)
 

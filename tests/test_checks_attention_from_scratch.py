@@ -51,7 +51,13 @@ def einsum_float64_finfo_min(query, key, value, mask=None):
     weights = weights / weights.sum(-1, keepdim=True)
     if mask is not None:
         weights = weights * mask.any(-1, keepdim=True)
-    return weights @ value.double(), weights  # float64 results are right
+    return (weights @ value.double()).to(query.dtype), weights.to(query.dtype)  # float64 inside, float32 out: right
+
+
+@add(ATT, mistake="has dtype torch.float64, expected torch.float32")
+def einsum_float64_not_cast_back(query, key, value, mask=None):
+    out, weights = einsum_float64_finfo_min(query, key, value, mask)
+    return out.double(), weights.double()  # the next `weights @ value` in float32 raises
 
 
 @add(ATT)

@@ -54,7 +54,7 @@ def _one_nan():
     ("output", _one_nan(), OUTPUT, {}, "NaN or inf in 1 of 96 entries where the reference is finite, first at [0, 3, 2]"),
     ("mask", CAUSAL.T, CAUSAL, {}, "transposed"),
     ("mask", ~CAUSAL, CAUSAL, {}, "inverted"),
-    ("mask", torch.ones(6, 6).bool(), CAUSAL, {}, "15 entries True that should be False"),
+    ("mask", torch.ones(6, 6).bool(), CAUSAL, {}, "yours allows 15 pairs (query, key) the reference forbids: later keys (j > i)"),
 ])
 def test_a_wrong_tensor_is_described(name, got, expected, info, says):
     how, details = diagnose(name, got, expected, info)

@@ -229,13 +229,13 @@ def _sink_variant(edge=lambda off, w: off < w, sink_rows=False, causal_sinks=Tru
 
 
 SINK_WRONG = [
-    (_sink_variant(sinks=False), "the sinks are ignored"),
+    (_sink_variant(sinks=False), "this is the plain sliding window"),
     (_sink_variant(causal_sinks=False), "the sinks break causality"),
     (_sink_variant(sink_rows=True, causal_sinks=False), "the sinks are rows, not columns"),
     (_sink_variant(edge=lambda off, w: off <= w), "window + 1 recent keys"),
     (_sink_variant(edge=lambda off, w: off < w - 1), "window - 1 recent keys"),
     (_sink_variant(extra=1), "num_sinks + 1 sink keys"),
-    (_sink_variant(extra=-1), "num_sinks - 1 sink keys"),
+    (_sink_variant(extra=-1), "num_sinks - 1 of them"),
     (_sink_variant(causal=False), "two-sided"),
     (lambda seq_len, window, num_sinks: ~sinks_reference(seq_len, window, num_sinks), "inverted"),
     (lambda seq_len, window, num_sinks: sinks_reference(seq_len, window, num_sinks).float(), "expected torch.bool"),

@@ -259,7 +259,12 @@ def test_judge_goes_type_dtype_shape_values_mistakes():
         "mistake": judge(session, "c", case, torch.arange(3.0) + 1, expected, ("y",), [plus_one]),
         "difference": judge(session, "c", case, expected + torch.tensor([0.0, 0.5, 0.0]), expected, ("y",)),
     }
-    assert judge(session, "c", case, expected.double(), expected, ("y",)) is None
+    # float32 inputs want float32 back (a float64 activation breaks the next product); a statistic may opt out.
+    assert "y has dtype torch.float64, expected torch.float32" in judge(session, "c", case, expected.double(), expected,
+                                                                       ("y",)).summary
+    assert judge(session, "c", case, expected.double(), expected, ("y",), same_dtype=False) is None
+    assert judge(session, "c", Case("x of 3", {"x": torch.arange(3.0).double()}), expected.double(), expected,
+                 ("y",)) is None
     assert "returned a list of 1 items" in verdicts["not a tensor"].summary
     assert "complex64" in verdicts["complex"].summary and "complex" in verdicts["complex"].hint
     assert "y has dtype torch.int64, expected a float tensor" in verdicts["integer"].summary

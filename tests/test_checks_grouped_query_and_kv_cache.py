@@ -34,7 +34,7 @@ def with_loop(kv, num_heads):
 
 
 def in_float64(kv, num_heads):
-    return with_index(kv.double(), num_heads)
+    return with_index(kv.double(), num_heads).to(kv.dtype)
 
 
 # -- expand_kv: known mistakes ------------------------------------------------------------------------

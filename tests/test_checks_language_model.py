@@ -27,7 +27,7 @@ def sorted_threshold_and_logsumexp(logits, temperature=1.0, top_k=None):
     if top_k is not None and top_k < z.size(-1):
         threshold = z.sort(dim=-1, descending=True).values[..., top_k - 1:top_k]
         z = torch.where(z >= threshold, z, torch.tensor(float("-inf"), dtype=z.dtype))
-    return torch.exp(z - torch.logsumexp(z, dim=-1, keepdim=True))
+    return torch.exp(z - torch.logsumexp(z, dim=-1, keepdim=True)).to(logits.dtype)
 
 
 @add(CHECK)

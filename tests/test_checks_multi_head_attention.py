@@ -78,7 +78,7 @@ def weights_from_the_module_einsum_float64(x, attention, mask=None):
     H = attention.num_heads
     v = split_heads(attention.w_v(x), H).double()  # (B, H, L, d_k)
     W = attention.w_o.weight.double().unflatten(1, (H, -1))  # (out, H, d_k)
-    return torch.einsum("bhqk,bhkd,ohd->bhqo", weights.double(), v, W)
+    return torch.einsum("bhqk,bhkd,ohd->bhqo", weights.double(), v, W).to(x.dtype)
 
 
 @add(CHECK)

@@ -171,7 +171,7 @@ MISTAKES = [
     (uses_arange, "the positions argument is ignored: you used 0 .. L-1"),
     (ignores_base, "the base argument is ignored"),
     (cos_only, "the norms are not preserved"),
-    (degrees_not_radians, "the output differs from the reference (pair lengths are preserved"),
+    (degrees_not_radians, "≈ π/180: degrees"),
     (returns_float32, "has dtype torch.float32, expected torch.float64"),
     (returns_float64, "has dtype torch.float64, expected torch.float32"),  # not "positions ignored"
     (returns_one_coordinate, "one coordinate per pair"),

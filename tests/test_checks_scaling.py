@@ -35,7 +35,8 @@ def stable_by_hand_float64(query, key, temperature=None):
     temperature = temperature or math.sqrt(query.size(-1))
     scores = query.double() @ key.double().mT / temperature
     exps = torch.exp(scores - scores.amax(dim=-1, keepdim=True))  # no overflow however sharp
-    return exps / exps.sum(dim=-1, keepdim=True)  # float64: accepted
+    return (exps / exps.sum(dim=-1, keepdim=True)).to(query.dtype)  # float64 inside, cast back: right
+
 
 
 def via_the_library(query, key, temperature=None):
@@ -52,6 +53,10 @@ def positional_temperature(query, key, temperature=None, /):
 REFERENCES[CHECK] = (reference_style,)
 for _fn in (einsum_style, stable_by_hand_float64, via_the_library):
     add(CHECK)(_fn)
+
+@add(CHECK, mistake="has dtype torch.float64, expected torch.float32")
+def stable_by_hand_float64_not_cast_back(query, key, temperature=None):
+    return stable_by_hand_float64(query, key, temperature).double()
 
 
 def test_reference_is_the_library_with_the_default_temperature():

@@ -167,6 +167,19 @@ def _relations(g: Tensor, e: Tensor, info: Mapping[str, object], names: list[str
                      and _close(e.sum(x), torch.ones_like(e.sum(x)), 1e-4)]
             where = f"; the reference's sum to 1 over the {_plural(names[right[0]])} (dim {right[0] - e.dim()})" if right else ""
             return f"yours sum to 1 over the {_plural(names[d])} (dim {d - g.dim()}){where}"
+    if (e > 0).all() and _close(g, e.log(), tol * 10):
+        return "yours are the logarithm of the reference's values (log-probabilities where probabilities are wanted?)"
+    if _close(g, e.exp(), tol * 10):
+        return "yours are exp() of the reference's values (the reference is the logarithm of yours)"
+    if g.dim() >= 2 and big.all() and (g.abs() > 1e-6).all():  # a factor per feature, the same at every position
+        ratio = g / e
+        flat = ratio.reshape(-1, ratio.shape[-1])
+        per_feature = flat.median(dim=0).values
+        if (_close(flat, per_feature.expand_as(flat), tol * 10)
+                and not _close(per_feature, per_feature[0].expand_as(per_feature), 1e-3)):
+            return (f"each {names[-1]} is the reference's times a factor of its own, the same at every "
+                    f"{names[-2]} (from {float(per_feature.min()):.3g} to {float(per_feature.max()):.3g}): "
+                    f"a per-{names[-1]} weight or scale is applied differently")
     if g.dim() >= 1 and big.all() and (g.abs() > 1e-6).all():
         row = (g / e)
         per_row = row.median(dim=-1, keepdim=True).values
@@ -240,6 +253,8 @@ def diagnose(name: str, got: Tensor, expected: Tensor, info: Mapping[str, object
         if missing:
             parts.append(f"{missing} False that should be True")
         where = _where(g, e, names, 0.0)
+        if how is None and g.dim() >= 2 and names[-2:] == ["query", "key"]:
+            how = _mask_offsets(gb, eb)
         how = how or (where if where else " and ".join(parts))
         details = [" and ".join(parts)] if where and how == where else ([where] if where else [])
         return how, details
@@ -255,6 +270,51 @@ def diagnose(name: str, got: Tensor, expected: Tensor, info: Mapping[str, object
     if how is None:
         return where, []
     return how, [where] if where else []
+
+
+def _span(values: Sequence[int]) -> str:
+    values = sorted(values)
+    if len(values) == 1:
+        return str(values[0])
+    if values == list(range(values[0], values[-1] + 1)):
+        return f"{values[0]} to {values[-1]}"
+    return ", ".join(map(str, values[:6])) + (", ..." if len(values) > 6 else "")
+
+
+def _mask_offsets(got: Tensor, expected: Tensor) -> str:
+    """A (..., L_q, L_k) mask's wrong entries by where their keys lie from the query: i − j, or key columns.
+
+    Queries are aligned to the end of the keys (query i sits at position i + L_k − L_q), as in decoding.
+    """
+    Lq, Lk = got.shape[-2:]
+    i = torch.arange(Lq)[:, None] + (Lk - Lq)
+    j = torch.arange(Lk)[None, :]
+    offset, column = (i - j).expand(got.shape), j.expand(got.shape)
+    parts = []
+    for verb, wrong in (("allows", got & ~expected), ("forbids", ~got & expected)):
+        if not wrong.any():
+            continue
+        d = sorted(set(offset[wrong].tolist()))
+        cols = sorted(set(column[wrong].tolist()))
+        n = int(wrong.sum())
+        if len(cols) <= 2 < Lk and len(d) > len(cols):
+            where = f"all in key column{'s' if len(cols) > 1 else ''} {_span(cols)}"
+        elif max(d) < 0:
+            where = f"later keys (j > i), {_span([-x for x in d])} position{'s' if d != [-1] else ''} ahead"
+        elif min(d) > 0:
+            where = f"keys {_span(d)} position{'s' if d != [1] else ''} back (i − j = {_span(d)})"
+        elif d == [0]:
+            where = "each query's own key (j = i)"
+        else:
+            ahead, back = [x for x in d if x < 0], [x for x in d if x >= 0]
+            if ahead and back:
+                where = (f"{int((wrong & (offset < 0)).sum())} with later keys (j > i) and "
+                         f"{int((wrong & (offset >= 0)).sum())} with keys at or before the query")
+            else:
+                where = f"keys at i − j = {_span(d)}"
+        parts.append(f"{verb} {n} pair{'s' if n > 1 else ''} (query, key) the reference "
+                     f"{'forbids' if verb == 'allows' else 'allows'}: {where}")
+    return "yours " + "; and ".join(parts)
 
 
 def _sizes(g: Tensor, e: Tensor) -> str:

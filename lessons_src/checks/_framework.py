@@ -53,7 +53,7 @@ from ._result import DEVICE_HINT, NOT_IMPLEMENTED, CheckResult, finish, is_devic
 
 __all__ = ["Case", "Mistake", "Session", "ERROR_HINTS", "LIMITS", "time_limits", "run_check", "judge",
            "learner_line", "describe_error", "CALLS", "call_limited", "TimeLimit", "machine_slowness", "passed", "done", "mask_pattern",
-           "mask_mistakes", "pattern_is", "shape_is", "as_number"]
+           "mask_mistakes", "pattern_is", "shape_is", "as_number", "attention_variants", "global_max_softmax"]
 
 
 # -- time limits -----------------------------------------------------------------------------------
@@ -388,6 +388,11 @@ ERROR_HINTS: list[tuple[str, ...]] = [
      "indexing with a bool mask (`x[mask] = ...`) needs the mask's exact shape, [\\g<t>] here, not [\\g<m>]; "
      "`masked_fill`, which broadcasts the mask, does not.",
      "a bool mask of shape [\\g<m>] used as an index into a tensor of shape [\\g<t>]"),
+    (r"mask of shape \((?P<m>[^)]*)\) does not broadcast to the scores' shape \((?P<s>[^)]*)\)",
+     "the attention broadcasts the mask to the scores' (B, H, Lq, Lk) = (\\g<s>): a padding mask is (B, 1, 1, Lk), "
+     "a causal one (Lq, Lk). Pass the mask as you received it: a dim was added (`unsqueeze`) or dropped "
+     "(`squeeze`) on the way.",
+     "the mask passed to the attention has shape (\\g<m>), which does not line up with the scores' (\\g<s>)"),
     (r"^RecursionError", "your function calls itself without end: call the library function, not your own name."),
     (r"^ZeroDivisionError", "a division by zero: check the value you divide by."),
     (r"out of memory|^MemoryError", "your function asks for too much memory: look for a tensor far larger than the inputs."),
@@ -702,7 +707,7 @@ def _first_difference(name: str, got: Tensor, expected: Tensor, tol: float) -> l
 
 
 def _verdict_one(name: str, got: object, expected: object, tol: float,
-                 same_dtype: bool = False) -> tuple[str, str, list[str]] | None:
+                 same_dtype: bool | str = False) -> tuple[str, str, list[str]] | None:
     """None when ``got`` is right; otherwise (what is wrong, hint, details) for one returned item."""
     if isinstance(expected, (int, float)) and not isinstance(expected, bool):
         number = as_number(got)
@@ -730,9 +735,11 @@ def _verdict_one(name: str, got: object, expected: object, tol: float,
     if _kind(expected.dtype) == "float" and got.dtype in (torch.float16, torch.bfloat16):
         return (f"{name} has dtype {got.dtype}, too imprecise to compare, expected float32",
                 "compute in the dtype of the inputs (float32): do not call `.half()`.", [])
-    if same_dtype and got.dtype != expected.dtype:
+    if got.dtype != expected.dtype and (same_dtype is True or (same_dtype == "float32" and (
+            got.dtype, expected.dtype) == (torch.float64, torch.float32))):
         return (f"{name} has dtype {got.dtype}, expected {expected.dtype}, the dtype of the input",
-                "compute in the input's dtype, or cast at the end: `.to(x.dtype)`.", [])
+                "compute in the input's dtype, or cast at the end: `.to(x.dtype)` (computing in float64 inside is "
+                "fine). A float64 result makes the next product with a float32 tensor raise a dtype error.", [])
     if got.shape != expected.shape:
         return (f"{name} has shape {tuple(got.shape)}, expected {tuple(expected.shape)}",
                 "print the shape after each step and compare with the exercise's docstring.", [])
@@ -756,14 +763,15 @@ def _verdict_one(name: str, got: object, expected: object, tol: float,
 
 def judge(session: Session, where: str, case: Case, got: object, expected: object,
           outputs: Sequence[str], mistakes: Sequence[Mistake] = (), tol: float = 1e-5,
-          same_dtype: bool = False) -> CheckResult | None:
+          same_dtype: bool | None = None) -> CheckResult | None:
     """None when ``got`` is right; otherwise the failure (not finished), naming the mistake first.
 
     ``expected`` is the reference's result: one tensor or number (``outputs`` has one name) or a
     tuple (one name per item). Order: type -> device/dtype -> shape -> values -> known mistakes
     -> the first difference; a known mistake matched after the type step replaces the generic verdict.
-    Float results may come back in float32 or float64 unless ``same_dtype`` (then exactly the
-    reference's dtype).
+    ``same_dtype``: None (the default) names a float64 result when every float tensor among the
+    case's inputs is float32 (it breaks the next product with a float32 tensor); True makes every
+    dtype exact; False accepts float32 or float64 (a statistic, not an activation).
     """
     for mistake in (m for m in mistakes if m.early):
         fields = mistake.matches(case, got, tol=max(tol, 1e-4), expected=expected)
@@ -792,7 +800,11 @@ def judge(session: Session, where: str, case: Case, got: object, expected: objec
                                 f"return only {outputs[0]}, one {'number' if isinstance(expected, (int, float)) else 'tensor'}, "
                                 "not a tuple or a list.")
         items, wanted = [got], [expected]
-    problems = [(n, _verdict_one(n, g, e, tol, same_dtype)) for n, g, e in zip(outputs, items, wanted, strict=True)]
+    floats = [v.dtype for v in (*case.args.values(), *case.kwargs.values())
+              if isinstance(v, Tensor) and v.dtype.is_floating_point]
+    strict: bool | str = (same_dtype if same_dtype is not None
+                          else "float32" if floats and set(floats) == {torch.float32} else False)
+    problems = [(n, _verdict_one(n, g, e, tol, strict)) for n, g, e in zip(outputs, items, wanted, strict=True)]
     problems = [(n, p) for n, p in problems if p is not None]
     if not problems:
         return None
@@ -897,7 +909,7 @@ def float32_tolerance(reference: Callable[..., object], case: Case, tol: float,
 
 def run_check(session: Session, fn: Callable[..., object], cases: Sequence[Case], reference: Callable[..., object],
               outputs: Sequence[str], mistakes: Sequence[Mistake] = (), tol: float = 1e-5,
-              before: Sequence[Mistake] = (), same_dtype: bool = False,
+              before: Sequence[Mistake] = (), same_dtype: bool | None = None,
               expected_of: Callable[[Case], object] | None = None,
               sound: Sequence[Callable[..., object]] = ()) -> CheckResult | None:
     """Run ``fn`` on every case and judge it against ``reference``: None when all pass, else the failure.
@@ -951,6 +963,99 @@ def passed(session: Session, summary: str) -> CheckResult:
 def done(result: CheckResult) -> CheckResult:
     """Finish ``result`` (raises under ``LESSONS_SRC_STRICT=1`` if it failed)."""
     return finish(result)
+
+
+def global_max_softmax(scores_of: Callable[[Case], Tensor], item: int | None = None) -> Mistake:
+    """The softmax stabilised with the largest score of the whole tensor instead of each row's own.
+
+    ``scores_of(case)``: the case's scores before the softmax (masked entries -inf). Recognised when
+    every row that came back with NaN or inf has a finite maximum more than 80 below the tensor's
+    largest score: there exp(score - global max) underflows to 0 on the whole row, and 0 / 0 = NaN.
+    ``item``: which returned item holds the weights, when the function returns several.
+    """
+
+    def looks_like(case: Case, got: object) -> dict[str, object] | None:
+        weights = got[item] if item is not None and isinstance(got, (tuple, list)) else got
+        if not isinstance(weights, Tensor) or not weights.dtype.is_floating_point:
+            return None
+        scores = scores_of(case).detach().double()
+        if weights.shape != scores.shape:
+            return None
+        bad = (~torch.isfinite(weights.detach().double())).any(-1)
+        row_max = scores.amax(-1)
+        far = torch.isfinite(row_max) & (row_max < float(scores.max()) - 80)
+        if not bad.any() or not bool((far | ~bad).all()):
+            return None
+        rows = [i for i in range(bad.shape[-1]) if bool(bad.select(-1, i).any())]
+        return {"rows": ", ".join(map(str, rows)), "gap": f"{float(scores.max() - row_max[bad].max()):.0f}"}
+
+    return Mistake("the softmax subtracts the largest score of the whole tensor, not each row's own: the scores of "
+                   "query {rows} lie {gap} or more below it, so their exponentials underflow to 0 and 0 / 0 = NaN",
+                   "stabilise each row with its own maximum: `scores - scores.amax(dim=-1, keepdim=True)` (the "
+                   "`keepdim` keeps it a column), or use `torch.softmax`, which does it for you.",
+                   looks_like=looks_like)
+
+
+def attention_variants(qkv_of: Callable[[Case], tuple[Tensor, Tensor, Tensor]], item: int = 0) -> list[Mistake]:
+    """Mistakes of any attention step, recognised from the case's own q, K and V.
+
+    ``qkv_of(case)``: the query ``(..., L_q, d_k)`` and the keys and values ``(..., L_k, d)`` the
+    step must attend over (rotated, appended and expanded to every query head as the reference does).
+    ``item``: which returned item is the attention's output. Each mistake recomputes the attention
+    with one thing changed: the scale (√L_k, the number of keys, instead of √d_k; multiplied; d_k),
+    the softmax's axis (the queries, the heads), the keys attended to (only the newest, only the first).
+    """
+
+    def output(case: Case, got: object) -> Tensor | None:
+        out = got[item] if isinstance(got, (tuple, list)) and len(got) > item else got
+        return out.detach().double() if isinstance(out, Tensor) and out.dtype.is_floating_point else None
+
+    def variant(attend: Callable[[Tensor, Tensor, Tensor], Tensor | None]) -> Callable[[Case, object], bool]:
+        def looks_like(case: Case, got: object) -> bool:
+            out = output(case, got)
+            q, k, v = (t.detach().double() for t in qkv_of(case))
+            wrong = attend(q, k, v)
+            return (out is not None and wrong is not None and wrong.shape == out.shape
+                    and bool(torch.allclose(out, wrong, rtol=1e-4, atol=1e-4)))
+
+        return looks_like
+
+    def softmax_attend(scale: Callable[[Tensor, Tensor], float], dim: int = -1,
+                       keys: slice = slice(None)) -> Callable[[Tensor, Tensor, Tensor], Tensor | None]:
+        def attend(q: Tensor, k: Tensor, v: Tensor) -> Tensor | None:
+            k, v = k[..., keys, :], v[..., keys, :]
+            if k.size(-2) == 0 or (dim != -1 and q.dim() + dim < 0):
+                return None
+            return torch.softmax(q @ k.transpose(-2, -1) * scale(q, k), dim=dim) @ v
+
+        return attend
+
+    right = lambda q, k: q.size(-1) ** -0.5  # noqa: E731
+    return [
+        Mistake("the scores are divided by sqrt({L_k}), the square root of the number of keys (n + 1), not by "
+                "sqrt(d_k)", "scale by the width of a query and key, d_k = `q.size(-1)`: `/ math.sqrt(q.size(-1))`; "
+                "the number of keys grows with every step, the width does not.",
+                looks_like=lambda c, g: variant(softmax_attend(lambda q, k: k.size(-2) ** -0.5))(c, g)
+                and {"L_k": qkv_of(c)[1].size(-2)}, when=lambda c: qkv_of(c)[1].size(-2) not in (1, qkv_of(c)[0].size(-1))),
+        Mistake("the scores are multiplied by sqrt(d_k) instead of divided", "scale with `/ math.sqrt(d_k)`.",
+                looks_like=variant(softmax_attend(lambda q, k: q.size(-1) ** 0.5))),
+        Mistake("the scores are divided by d_k instead of sqrt(d_k)", "scale with `/ math.sqrt(d_k)`, not `/ d_k`.",
+                looks_like=variant(softmax_attend(lambda q, k: 1 / q.size(-1)))),
+        Mistake("the softmax runs over the queries (dim=-2), not over the keys: with one query every weight is 1, so "
+                "the output is the sum of the values", "take the softmax over the keys, the last dim: "
+                "`torch.softmax(scores, dim=-1)`.", looks_like=variant(softmax_attend(right, dim=-2))),
+        Mistake("the softmax runs over the heads (dim=1), not over the keys",
+                "take the softmax over the keys, the last dim: `torch.softmax(scores, dim=-1)`; each head "
+                "normalises its own weights.", looks_like=variant(softmax_attend(right, dim=-3))),
+        Mistake("the new token attends only to its own key and value, not to the cached ones",
+                "attend over the whole cache with the new key and value appended (n + 1 keys): the cache is the "
+                "token's past.", looks_like=variant(softmax_attend(right, keys=slice(-1, None))),
+                when=lambda c: qkv_of(c)[1].size(-2) > 1),
+        Mistake("the new token attends only to the first key: a causal mask with one query (e.g. `is_causal=True`, "
+                "which PyTorch aligns top-left) hides every other key",
+                "use no mask: every cached key is in the new token's past, so it may attend to all of them.",
+                looks_like=variant(softmax_attend(right, keys=slice(0, 1))), when=lambda c: qkv_of(c)[1].size(-2) > 1),
+    ]
 
 
 # -- masks: a pattern whatever the dtype -------------------------------------------------------------
@@ -1015,10 +1120,11 @@ def pattern_is(wrong: Callable[..., Tensor]) -> Callable[[Case, object], bool]:
 
 
 def shape_is(shape: Callable[..., tuple[int, ...] | None]) -> Callable[[Case, object], bool]:
-    """A predicate: the learner's tensor has ``shape(**case.info)``."""
+    """A predicate: the learner's tensor has ``shape(**case.info)`` (``info["dims"]``, the axes' names, left out)."""
 
     def predicate(case: Case, got: object) -> bool:
-        return isinstance(got, Tensor) and tuple(got.shape) == shape(**case.info)
+        info = {k: v for k, v in case.info.items() if k != "dims"}
+        return isinstance(got, Tensor) and tuple(got.shape) == shape(**info)
 
     return predicate
 

@@ -85,13 +85,38 @@ def _bias(slopes: Callable[[int], list[float]] = _paper, sign: float = -1.0, top
     return bias
 
 
+def _visible_equal(case: Case, got: object, wrong: Callable[[int, int, int], Tensor]) -> bool:
+    expected = wrong(**case.args)
+    return (isinstance(got, Tensor) and got.shape == expected.shape and not got.dtype.is_complex
+            and bool(torch.allclose(got.detach().cpu().double(), expected.double(), rtol=1e-4, atol=1e-6)))
+
+
+def _slopes_of(case: Case, got: object) -> dict[str, object] | None:
+    """The learner's slopes read back from its bias, when each head's bias is a slope times the distance."""
+    n, len_q, len_k = case.args["num_heads"], case.args["len_q"], case.args["len_k"]
+    if not isinstance(got, Tensor) or tuple(got.shape) != (n, len_q, len_k) or len_k < 2 or not got.dtype.is_floating_point:
+        return None
+    distance = (torch.arange(len_k - len_q, len_k)[:, None] - torch.arange(len_k)[None, :]).double()  # p_i - j
+    g = got.detach().cpu().double()
+    seen = causal_mask(len_q, len_k) & (distance > 0)
+    if not seen.any():
+        return None
+    slopes = -(g[:, seen] / distance[seen]).median(dim=-1).values  # (H,)
+    if not torch.allclose(g.masked_fill(~causal_mask(len_q, len_k), 0),
+                          (-slopes[:, None, None] * distance).masked_fill(~causal_mask(len_q, len_k), 0), atol=1e-5):
+        return None
+    show = lambda values: ", ".join(f"{v:.4g}" for v in values[:6]) + (", ..." if len(values) > 6 else "")  # noqa: E731
+    return {"yours": show(slopes.tolist()), "paper": show(_paper(n))}
+
+
 def _not_power_of_2(case: Case) -> bool:
     n = case.args["num_heads"]
     return n & (n - 1) != 0
 
 
 MISTAKES = [
-    Mistake("the sign is reversed: the bias rewards distant keys instead of penalising them",
+    Mistake("the bias rewards distant keys instead of penalising them: its sign is reversed, or the distance is "
+            "taken as j - p_i (key minus query, as a transposed (len_k, len_q) bias gives)",
             "the bias is -β_h * (p_i - j), with p_i = len_k - len_q + i the position of query i: zero for the "
             "query's own position, more negative further back.", _bias(sign=1.0)),
     Mistake("the slope exponent is off by one: 2^(-8h/H) with h the index from 0 gives the first head a slope of 1",
@@ -116,6 +141,14 @@ MISTAKES = [
             "the first head (index 0) gets the steepest slope, 2^(-8/H) = {first} here, and each next head's "
             "slope is that much smaller.",
             _bias(slopes=lambda n: _paper(n)[::-1])),
+    Mistake("for H={num_heads}, not a power of 2, the slopes are the first H of the next power of 2 ({next} heads), "
+            "not the paper's rule",
+            "for H={num_heads}: take the slopes of the largest power of 2 below H ({below} heads), then every other "
+            "slope of twice that power (the 1st, 3rd, ...) until there are H.",
+            looks_like=lambda case, got: _visible_equal(case, got, _bias(slopes=lambda n: _powers(
+                2 ** n.bit_length())[:n])) and {"next": 2 ** case.args["num_heads"].bit_length(),
+                                                 "below": 2 ** (case.args["num_heads"].bit_length() - 1)},
+            when=_not_power_of_2),
     Mistake("the slopes are 1/2, 1/4, ... whatever the number of heads: they must depend on H",
             "the paper's slopes for H heads (H a power of 2) are β_h = 2^(-8h/H) for heads h = 1 .. H: "
             "for H={num_heads} the first is {first}, and the last is always 2^-8.",
@@ -131,6 +164,10 @@ MISTAKES = [
             "keep the paper's order: first all the slopes of the power of 2 below H, then the extra ones from "
             "twice that power; pretrained ALiBi models were trained with that order.",
             _bias(slopes=lambda n: sorted(_paper(n), reverse=True)), when=_not_power_of_2),
+    Mistake("the slopes differ from the paper's: yours are {yours}; for H={num_heads} the paper's are {paper}",
+            "the paper's slopes for H heads (a power of 2) are β_h = 2^(-8h/H), h = 1 .. H, computed in floating "
+            "point (`8 / H`, not `8 // H`); for other H, those of the power of 2 below, then every other slope of "
+            "twice that power.", looks_like=_slopes_of),
 ]
 
 HINTS = [(r"arange|expected.*Long|Float but found",

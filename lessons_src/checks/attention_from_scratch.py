@@ -19,7 +19,7 @@ from torch import Tensor
 
 from ..attention import scaled_dot_product_attention
 from ..masks import causal_mask, padding_mask
-from ._framework import Case, Mistake, Session, done, passed, run_check
+from ._framework import Case, Mistake, Session, done, global_max_softmax, passed, run_check
 from ._result import CheckResult
 
 __all__ = ["check_scaled_dot_product_attention"]
@@ -65,6 +65,12 @@ def _reference(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = 
 
 
 # -- known mistakes: each a wrong implementation with the learner's signature, or a predicate --------
+
+
+def _masked_scores(case: Case) -> Tensor:
+    q, k, mask = case.args["query"], case.args["key"], case.kwargs.get("mask")
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., Lq, Lk)
+    return scores if mask is None else scores.masked_fill(~mask, float("-inf"))
 
 
 def _attend(scale: Callable[[Tensor, int], Tensor] | None = None, dim: int = -1, fill: float = float("-inf"),
@@ -204,6 +210,7 @@ MISTAKES = [
     Mistake("the query that may attend to nothing does not get zero weights", "when a row of the mask is all "
             "False, its weights (and so its output) must be 0, not uniform: "
             "`weights.masked_fill(~mask.any(-1, keepdim=True), 0.0)`.", looks_like=_empty_rows_wrong(False)),
+    global_max_softmax(_masked_scores, item=1),
     Mistake("the weights are right but the output is not weights @ value",
             "the output is the weighted sum of the values: `weights @ value`.",
             looks_like=_weights_right_output_wrong),

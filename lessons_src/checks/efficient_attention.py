@@ -189,8 +189,9 @@ SINK_MISTAKES = [
     Mistake("the mask is inverted (True where the query may NOT attend)",
             "True = may attend, as in `F.scaled_dot_product_attention`: return the allowed pattern, not its complement.",
             looks_like=_sink_is(lambda **a: ~_sink_reference(**a))),
-    Mistake("the sinks are ignored: this is the plain sliding window",
-            f"also keep the first num_sinks keys visible to every later query: {_SINK_RULE}.",
+    Mistake("no query sees a sink key outside its window: this is the plain sliding window",
+            f"the sinks are key *columns*, j < num_sinks, visible to every later query (a condition on the query "
+            f"index i changes nothing: those queries see their past anyway): {_SINK_RULE}.",
             looks_like=_sink_is(_sinks(sinks=False)), when=lambda case: case.args["num_sinks"] > 0),
     Mistake("the sinks break causality: a query sees sink keys that come after it",
             "a sink is still a key in the past: the first queries (i < num_sinks) must not see the later sinks. "
@@ -206,7 +207,8 @@ SINK_MISTAKES = [
             f"{_SINK_RULE}: `i - j < window`, not `< window - 1`.", looks_like=_sink_is(_sinks(lambda off, w: off < w - 1))),
     Mistake("off by one in the sinks: num_sinks + 1 sink keys", f"the sinks are keys 0 .. num_sinks - 1: {_SINK_RULE}.",
             looks_like=_sink_is(_sinks(sink_count=1))),
-    Mistake("off by one in the sinks: num_sinks - 1 sink keys", f"the sinks are keys 0 .. num_sinks - 1: {_SINK_RULE}.",
+    Mistake("one sink key too few: num_sinks - 1 of them (an off-by-one, or a count written in the code)",
+            f"the sinks are keys 0 .. num_sinks - 1, as many as the argument says: {_SINK_RULE}.",
             looks_like=_sink_is(_sinks(sink_count=-1)), when=lambda case: case.args["num_sinks"] > 0),
     Mistake("the window is not causal: it is two-sided around the query",
             f"a decoder's window looks back only: {_SINK_RULE}.", looks_like=_sink_is(_sinks(causal=False))),

@@ -254,6 +254,16 @@ def _encoder_candidates(case: _Case, encoder: Encoder) -> list[tuple[Tensor, str
                 "loop over all the layers, then apply the final norm after the loop."))
     out.append((layers[0](x, mask), "only the first layer runs, and the final LayerNorm is missing",
                 "loop over all the layers, then apply the final norm after the loop: `return norm(x)`."))
+    if len(layers) > 1:
+        out.append((norm(run(x, [layers[0]] * len(layers))), "the first layer's parts are used for every layer",
+                    "each layer has its own weights: call `pre_ln_block` with the parts of `layers[i]` inside the "
+                    "loop (`for layer in layers:` ... `layer.attention`, `layer.ff`, ...), not `layers[0]`'s."))
+        out.append((norm(run(x, layers[1:])), f"the first layer is skipped: only {len(layers) - 1} of the "
+                    f"{len(layers)} layers run (`layers[1:]`, or a loop from 1)",
+                    "run every layer, from the first: `for layer in layers:`, or `range(len(layers))`."))
+        out.append((norm(run(x, layers[:-1])), f"the last layer is skipped: only {len(layers) - 1} of the "
+                    f"{len(layers)} layers run (`range(len(layers) - 1)`?)",
+                    "run every layer, to the last: `for layer in layers:`."))
     out.append((norm(run(x, layers[::-1])), "the layers run in reverse order", "run them in order: `for layer in layers:`."))
     if mask is not None:
         out.append((norm(run(x, layers, m=None)), "the mask is not passed to the layers",

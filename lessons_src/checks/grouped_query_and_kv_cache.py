@@ -15,7 +15,7 @@ from torch import Tensor
 
 from ..attention import scaled_dot_product_attention
 from ..masks import causal_mask
-from ._framework import Case, Mistake, Session, done, judge, passed, run_check
+from ._framework import Case, Mistake, Session, attention_variants, done, judge, passed, run_check
 from ._result import (
     CheckResult,
     close,
@@ -191,6 +191,13 @@ def _step_fn(grouping: str = "interleave", scale: bool = True, prepend: bool = F
     return step
 
 
+def _step_qkv(case: Case) -> tuple[Tensor, Tensor, Tensor]:
+    """The query and the keys and values the step attends over, expanded to every query head."""
+    _, key, value = _reference_step(_Step(**case.args))
+    num_heads = case.args["query"].size(1)
+    return case.args["query"], _expand(key, num_heads), _expand(value, num_heads)
+
+
 def _cache_shape(label: str, shape: Callable[[int, int, int, int], tuple[int, ...]]) -> Callable[[Case, object], object]:
     """A predicate: the returned cache ``label`` has ``shape(B, H_kv, n + 1, d_k)``; gives the fields for the name."""
 
@@ -244,13 +251,10 @@ STEP_MISTAKES = [
     Mistake("the new key is put in front of the cache, not appended at the end",
             "append: `torch.cat([key_cache, key_new], dim=2)`; each token must stay at the index of its position in the cache "
             "(the output alone cannot tell, but positions and later steps can).", _step_fn(prepend=True)),
-    Mistake("the new token attends only to the first key: a causal mask with one query (e.g. `is_causal=True`, which "
-            "PyTorch aligns top-left) hides every other cached key",
-            "use no mask: every cached key is in the new token's past, so it may attend to all of them.",
-            _step_fn(first_key_only=True)),
     Mistake("the new token does not attend to its own key and value",
             "append the new key and value to the caches *before* attending: the new token is one of the keys it "
             "looks at.", _step_fn(without_new=True), when=lambda case: case.args["key_cache"].size(2) > 0),
+    *attention_variants(lambda case: _step_qkv(case)),
     Mistake("the output contains NaN", "with an empty cache (n = 0) the new token is the only key: append before "
             "attending, and do not mask it out.", looks_like=_nan_output),
 ]

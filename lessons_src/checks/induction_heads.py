@@ -209,7 +209,8 @@ def check_prefix_matching_score(fn: Callable[..., object]) -> CheckResult:
     """
     session = Session(NAME)
     cases = _cases()
-    failure = run_check(session, fn, cases, _reference, ("scores",), MISTAKES)
+    # A score per head is a statistic: float64 is as good as float32 here.
+    failure = run_check(session, fn, cases, _reference, ("scores",), MISTAKES, same_dtype=False)
     if failure is not None:
         return done(failure)
     return done(passed(session, f"all {len(cases)} cases match the reference (planted prefix-matching, "

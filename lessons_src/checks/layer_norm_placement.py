@@ -130,6 +130,16 @@ def _zero_at_step_0(case: Case, got: Tensor) -> bool:
     return case.info["steps"][0] == 0 and float(got[0]) == 0.0
 
 
+def _rounded(case: Case, got: Tensor) -> dict[str, object] | None:
+    """The right schedule rounded to a few decimals: how many."""
+    expected = _schedule(reference_warmup_lr, case)
+    for k in range(1, 10):
+        rounded = torch.round(expected, decimals=k)
+        if not torch.equal(rounded, expected) and bool((got - rounded).abs().max() <= 1e-12 * (1 + rounded.abs().max())):
+            return {"k": k}
+    return None
+
+
 def _forgets_warmup(case: Case, got: Tensor) -> dict[str, object] | None:
     if not (_fits(lambda s, b, w: b / math.sqrt(s + 1), "decay")(case, got)
             or _fits(lambda s, b, w: b / math.sqrt(s), "decay")(case, got)):
@@ -153,6 +163,8 @@ def _always(case: Case, got: object) -> dict[str, object] | None:
 
 #: Tried in order on the first schedule that differs; the earlier schedules were right.
 MISTAKES = [
+    Mistake("the learning rates are rounded to {k} decimals: the formula is right, the rounding changes the values",
+            "return the number as computed (round only when you print it: `f\"{{lr:.6f}}\"`).", looks_like=_rounded),
     Mistake("warmup_steps=1 (no warm-up) is handled differently: at step {step} you give {got}, expected {expected}",
             "no special case is needed: with warmup_steps=1 the formula gives base_lr at step 0 and decays from "
             "step 1, like base_lr / sqrt(step + 1).", looks_like=_always, when=lambda c: c.info["w"] == 1),
@@ -163,6 +175,11 @@ MISTAKES = [
     Mistake("integer division: the learning rate is 0 for the whole warm-up, then jumps to base_lr",
             "`(step + 1) // warmup_steps` rounds down to 0; divide with `/`, which gives a fraction.",
             looks_like=_integer_division),
+    Mistake("the warm-up runs from 0 at step 0 to base_lr at step warmup_steps - 1 (step / (warmup_steps - 1)): "
+            "step 0 gets a learning rate of 0, so the first update does nothing",
+            "the first update is step 0 (LambdaLR counts that way) and should already move the weights: after step + 1 "
+            "updates the warm-up gives base_lr * (step + 1) / warmup_steps, reaching base_lr at step warmup_steps - 1.",
+            looks_like=_fits(lambda s, b, w: b * s / (w - 1), "warm"), when=lambda c: c.info["w"] > 1),
     Mistake("step 0 gets a learning rate of 0, so the first update does nothing (and the peak comes a step late): "
             "steps are counted from 1 instead of 0",
             "the first update is step 0 (LambdaLR counts that way): the number of updates made so far is "
@@ -230,6 +247,13 @@ def check_warmup_lr(fn: Callable[[int, float, int], float]) -> CheckResult:
             if failure is not None:
                 return done(failure)
             got = as_number(value)
+            if isinstance(value, Tensor) and value.numel() == 1 and value.dtype in (torch.float32, torch.float16,
+                                                                                      torch.bfloat16):
+                return done(session.fail(f"returned a {str(value.dtype).removeprefix('torch.')} tensor, expected a "
+                                         f"Python float: the rate is rounded to the tensor's precision ({where})",
+                                         "return a plain number: `float(...)` (or `math.sqrt` and `min` on floats). "
+                                         "The optimizer's param_groups and LambdaLR expect numbers, and a float32 "
+                                         "tensor keeps only about 7 digits of the rate."))
             if got is None or not math.isfinite(got):  # the framework names a wrong type; NaN and inf here
                 failure = judge(session, where, Case(where, {}), value, reference_warmup_lr(step, **case.args),
                                 ("the learning rate",), tol=0.0)

@@ -90,7 +90,8 @@ def _padding_cases() -> list[Case]:
     cases = []
     for values, max_len in (([3, 1, 4], 4), ([2, 0, 5], 7), ([6, 6], 6)):
         cases.append(Case(f"lengths={values}, max_len={max_len}", {"lengths": torch.tensor(values), "max_len": max_len},
-                          info={"B": len(values), "max_len": max_len, "longest": max(values)}))
+                          info={"B": len(values), "max_len": max_len, "longest": max(values),
+                                "dims": {"mask": ("sentence", "position")}}))
     return cases
 
 

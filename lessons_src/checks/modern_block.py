@@ -82,6 +82,10 @@ MISTAKES = [
             _rms(sqrt=False)),
     Mistake("the weight is not applied", "multiply the normalised x by `weight` (one gain per feature).",
             _rms(weight=False)),
+    Mistake("the output is multiplied by (1 + weight), Gemma's convention, not by weight",
+            "this course's RMSNorm, like `torch.nn.RMSNorm` and Llama's, multiplies by `weight` itself; Gemma stores "
+            "weight - 1 in its checkpoints and multiplies by (1 + weight).",
+            lambda x, w, eps=1e-6: _rms(weight=False)(x, w, eps) * (1 + w)),
     Mistake("the mean square runs over the wrong dim", "normalise each vector over its features, the last dim: "
             "`mean(dim=-1, keepdim=True)`.", _rms(dim=0), when=lambda case: case.args["x"].dim() > 1),
 ]
@@ -120,7 +124,7 @@ def _swiglu_cases() -> list[Case]:
                    torch.randn(d_ff, d_model, generator=g) / d_model**0.5,
                    torch.randn(d_model, d_ff, generator=g) / d_ff**0.5]
         return Case(f"{description}: x {tuple(x.shape)}, d_ff={d_ff}",
-                    {"x": x, "w_gate": weights[0], "w_up": weights[1], "w_down": weights[2]})
+                    {"x": x, "w_gate": weights[0], "w_up": weights[1], "w_down": weights[2]}, info={"hidden": d_ff})
 
     return [
         case("one vector", (), 6, 16),
@@ -180,6 +184,19 @@ SWIGLU_MISTAKES = [
             "project back to the model width: multiply the gated hidden vector by w_down.T, shape (d_ff, D).",
             looks_like=lambda case, got: isinstance(got, Tensor) and got.shape[:-1] == case.args["x"].shape[:-1]
             and got.size(-1) == case.args["w_gate"].size(0) and {"hidden": got.size(-1)}),
+    Mistake("SiLU's sign is reversed: z / (1 + exp(z)) = z * sigmoid(-z), not z / (1 + exp(-z))",
+            f"SwiGLU uses {_SILU} = z / (1 + exp(-z)): large positive z pass almost unchanged, negative ones are "
+            "damped towards 0.", _ffn(lambda z: z * torch.sigmoid(-z))),
+    Mistake("z * sigmoid(1.702 z), the quick approximation of GELU, instead of SiLU = z * sigmoid(z)",
+            f"SwiGLU uses {_SILU}, with no factor inside the sigmoid.", _ffn(lambda z: z * torch.sigmoid(1.702 * z))),
+    Mistake("each branch is projected down to D and the two are multiplied there: the product belongs in the hidden "
+            "width d_ff={hidden}, before w_down",
+            "multiply the two branches first, silu(x @ w_gate.T) * (x @ w_up.T), shape (..., d_ff), then project "
+            "the product down once with w_down.",
+            lambda x, wg, wu, wd: F.linear(F.silu(F.linear(x, wg)), wd) * F.linear(F.linear(x, wu), wd)),
+    Mistake("SiLU is applied to the input x, before the gate projection, not to the gate's output x @ w_gate.T",
+            f"project first, then activate: silu(x @ w_gate.T), {_SILU}.",
+            lambda x, wg, wu, wd: F.linear(F.linear(F.silu(x), wg) * F.linear(x, wu), wd)),
     Mistake("the two branches are added, not multiplied",
             "the gate *multiplies* the up branch elementwise (`*`): each hidden unit is scaled by its gate.",
             _ffn(F.silu, combine="sum")),

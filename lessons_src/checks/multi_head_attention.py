@@ -94,7 +94,9 @@ def _untransposed(layer: torch.nn.Linear, x: Tensor) -> Tensor:
 def _variant(direct_view: bool = False, scale_by_d_model: bool = False,
              project: Callable[[torch.nn.Linear, Tensor], Tensor] = _linear, keys: str = "w_k",
              swap_qk: bool = False, mask_mode: str = "use", dim: int = -1, columns: str = "block",
-             bias_per_head: bool = False, output: str = "per_head") -> Callable[..., Tensor]:
+             bias_per_head: bool = False, output: str = "per_head", raw_values: bool = False,
+             transposed_weights: bool = False, interleaved_split: bool = False,
+             no_qkv_bias: bool = False) -> Callable[..., Tensor]:
     """The contributions with one thing changed (a known mistake), with the learner's signature."""
 
     def contributions(x: Tensor, attention: MultiHeadAttention, mask: Tensor | None = None) -> Tensor:
@@ -103,24 +105,29 @@ def _variant(direct_view: bool = False, scale_by_d_model: bool = False,
             H = attention.num_heads
             d_k = D // H
 
-            def split(t: Tensor) -> Tensor:
+            def split(t: Tensor, interleaved: bool = False) -> Tensor:
+                if interleaved:  # feature d*H + h to head h
+                    return t.view(B, L, d_k, H).permute(0, 3, 1, 2)
                 return t.reshape(B, H, L, d_k) if direct_view else t.view(B, L, H, d_k).transpose(1, 2)
 
-            q = split(project(attention.w_q, x))
-            k = split(project(getattr(attention, keys), x))
-            v = split(project(attention.w_v, x))
+            proj = (lambda layer, t: t @ layer.weight.T) if no_qkv_bias else project  # noqa: E731
+            q = split(proj(attention.w_q, x))
+            k = split(proj(getattr(attention, keys), x))
+            v = split(x if raw_values else proj(attention.w_v, x), interleaved_split)
             if swap_qk:
                 q, k = k, q
             scores = q @ k.transpose(-2, -1) / math.sqrt(D if scale_by_d_model else d_k)  # (B, H, L, L)
             if mask is not None and mask_mode != "ignore":
                 scores = scores.masked_fill(mask if mask_mode == "invert" else ~mask, float("-inf"))
-            heads = torch.softmax(scores, dim=dim) @ v  # (B, H, L, d_k)
+            weights = torch.softmax(scores, dim=dim)  # (B, H, L, L)
+            heads = (weights.transpose(-2, -1) if transposed_weights else weights) @ v  # (B, H, L, d_k)
             if output == "heads":
                 return heads
             W = attention.w_o.weight  # (out, in)
             blocks = {"block": W.view(D, H, d_k),  # [o, h, d] = W[o, h*d_k + d]
                       "rows": W.view(H, d_k, D).permute(2, 0, 1),  # [o, h, d] = W[h*d_k + d, o]
-                      "interleaved": W.view(D, d_k, H).permute(0, 2, 1)}[columns]  # [o, h, d] = W[o, d*H + h]
+                      "interleaved": W.view(D, d_k, H).permute(0, 2, 1)}[
+                "interleaved" if interleaved_split else columns]  # [o, h, d] = W[o, d*H + h]
             out = torch.einsum("bhld,ohd->bhlo", heads, blocks)  # (B, H, L, D)
             if bias_per_head and attention.w_o.bias is not None:
                 out = out + attention.w_o.bias
@@ -154,6 +161,19 @@ MISTAKES = [
     Mistake("head h's block of W_O is taken as the interleaved columns h, h+H, h+2H, ...",
             "head h owns a contiguous block of features, h*d_k .. (h+1)*d_k - 1, in the concatenation, so it "
             "meets a contiguous block of W_O's columns.", _variant(columns="interleaved")),
+    Mistake("the values and W_O are split interleaved (feature d*H + h to head h, `[..., h::H]`), "
+            "not in contiguous blocks of d_k = {d_k}",
+            "head h owns the contiguous features h*d_k .. (h+1)*d_k - 1: split with `.view(B, L, H, d_k)` then "
+            "`.transpose(1, 2)`, and take W_O's columns h*d_k .. (h+1)*d_k - 1 for it.",
+            _variant(interleaved_split=True)),
+    Mistake("the weights multiply x split into heads, not the projected values: w_v is skipped",
+            "each head averages its *values*, v = w_v(x) split into heads, not x itself.", _variant(raw_values=True)),
+    Mistake("the transposed weights multiply the values (key j's column, not query i's row)",
+            "the output at query i is the weighted sum over the keys, weights[..., i, :] @ v: `weights @ v`, "
+            "not `weights.transpose(-2, -1) @ v`.", _variant(transposed_weights=True)),
+    Mistake("the queries, keys and values are projected without their biases (`x @ w.weight.T` alone)",
+            "the module's projections are affine: `attention.w_q(x)` (= x @ Wᵀ + b); call the layers, or add "
+            "`.bias` when it is not None.", _variant(no_qkv_bias=True), when=lambda case: case.info.get("bias", True)),
     Mistake("the heads are split with a direct view (B, H, L, d_k): positions and heads are mixed",
             "cut each position's features into H blocks of d_k first, then move the head axis in front of the "
             "positions (the chapter's `split_heads`, also in lessons_src).", _variant(direct_view=True)),

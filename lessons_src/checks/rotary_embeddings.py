@@ -15,6 +15,7 @@ two layouts mixed, the cache grown wrong; :data:`DECODE_MISTAKES`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,7 +24,7 @@ from torch import Tensor
 
 from ..device import one_cpu_thread
 from ..rotary import apply_rope, rope_frequencies
-from ._framework import Case, Mistake, Session, done, judge, passed, run_check
+from ._framework import Case, Mistake, Session, attention_variants, done, judge, passed, run_check
 from ._result import CheckResult
 
 __all__ = ["check_apply_rope", "check_rotary_decode_step"]
@@ -125,6 +126,37 @@ def _angles_wrong(case: Case, got: object) -> bool:
             and not torch.allclose(got.double(), _reference(**case.args).double(), rtol=_TOL, atol=_TOL))
 
 
+def _angle_factor(case: Case, got: object) -> dict[str, object] | None:
+    """The factor every rotation angle of the learner's output is off by, read back from its pairs."""
+    x = case.args["x"]
+    if not isinstance(got, Tensor) or got.shape != x.shape or got.dtype.is_complex or not torch.isfinite(got).all():
+        return None
+    base, positions = case.info["base"], case.args["positions"]
+    right = _angles(positions, x.size(-1), base, _correct_exponent)
+    for shift in (1, -1):
+        moved = _rotate_pairs(x.double(), _angles(positions + shift, x.size(-1), base, _correct_exponent))
+        if torch.allclose(got.double(), moved.double(), rtol=1e-4, atol=1e-4):
+            return {"how": f"every token is rotated by the angles of position {'+' if shift > 0 else '-'} 1: the "
+                           "positions are off by one"}
+    a, b = x.double()[..., 0::2], x.double()[..., 1::2]
+    c, d = got.double()[..., 0::2], got.double()[..., 1::2]
+    theirs = torch.atan2(a * d - b * c, a * c + b * d)  # each pair's angle, in (-π, π]
+    small = (right.abs() > 0.05) & (right.abs() < 1.0)  # (L, d_k/2): no wrapping round 2π
+    small = small.expand_as(theirs)
+    if not small.any():
+        return None
+    factor = float((theirs[small] / right.expand_as(theirs)[small]).median())
+    if abs(factor - 1) < 1e-3 or not torch.allclose(got.double(), _rotate_pairs(x.double(), right * factor).double(),
+                                                    rtol=1e-4, atol=1e-4):
+        return None
+    names = [(base ** (-2 / x.size(-1)), " = base^(-2/d_k): θ_p uses p + 1, the pairs counted from 1, not 0"),
+             (math.pi / 180, " ≈ π/180: degrees turned into radians where the angles already were radians"),
+             (180 / math.pi, " ≈ 180/π: radians turned into degrees"), (2.0, " = 2"), (0.5, " = 1/2"),
+             (2 * math.pi, " ≈ 2π"), (-1.0, " = -1: the rotation goes the wrong way")]
+    named = next((text for value, text in names if math.isclose(factor, value, rel_tol=2e-3)), "")
+    return {"how": f"every rotation angle is the reference's times {factor:.4g}{named}"}
+
+
 MISTAKES = [
     Mistake("one coordinate per pair is returned: the last dim is d_k/2, not d_k",
             "you returned one coordinate per pair: return both, interleaved, so the last dim is d_k again.",
@@ -161,6 +193,8 @@ MISTAKES = [
             "a rotation keeps lengths; check both lines: x'_2p = x_2p cos - x_2p+1 sin, "
             "x'_2p+1 = x_2p sin + x_2p+1 cos (each uses both coordinates, with cos² + sin² = 1).",
             looks_like=_lengths_changed),
+    Mistake("{how}; pair lengths are preserved", "the angles are in radians: angles = positions[:, None] * base ** (-torch.arange(0, d_k, 2) "
+            "/ d_k), with no conversion and no other factor.", looks_like=lambda case, got: _angle_factor(case, got)),
     Mistake("the output differs from the reference (pair lengths are preserved, so the angles are wrong)",
             "compute angles = positions[:, None] * base ** (-torch.arange(0, d_k, 2) / d_k), shape (L, d_k/2), "
             "in float64, and rotate pair p by angles[:, p].", looks_like=_angles_wrong),
@@ -235,6 +269,14 @@ def _decode(position: Callable[[int], int] = lambda t: t, rotate_q: bool = True,
 _decode_reference = _decode()
 
 
+def _decode_qkv(q: Tensor, k: Tensor, v: Tensor, key_cache: Tensor, value_cache: Tensor, cos: Tensor,
+                sin: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The rotated query and the keys and values a right step attends over."""
+    n = key_cache.size(-2)
+    _, keys, values = _decode_reference(q, k, v, key_cache, value_cache, cos, sin)
+    return apply_rope(q, cos, sin, n), keys, values
+
+
 def _decode_cases() -> list[Case]:
     g = torch.Generator().manual_seed(1111)
 
@@ -291,6 +333,7 @@ DECODE_MISTAKES = [
     Mistake("the cache gets the new key unrotated (it was rotated only for the attention)",
             "put the *rotated* key in the cache: the next steps read it as a key at position n.",
             _decode(cache_unrotated=True)),
+    *attention_variants(lambda case: _decode_qkv(**case.args)),
     Mistake("the scores are not scaled by 1/sqrt(d_k)", "divide the scores by `math.sqrt(d_k)`, with d_k = `q.size(-1)`, before the softmax.",
             _decode(scale=False)),
 ]

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from ._framework import Case, Mistake, Session, done, passed, run_check
+from ._framework import Case, Mistake, Session, done, global_max_softmax, passed, run_check
 from ._result import CheckResult
 
 __all__ = ["check_attention_weights"]
@@ -48,6 +48,11 @@ def _reference_weights(query: Tensor, key: Tensor, temperature: float | None = N
         temperature = math.sqrt(query.size(-1))
     scores = query @ key.transpose(-2, -1) / temperature  # (..., Lq, Lk)
     return torch.softmax(scores, dim=-1)  # (..., Lq, Lk)
+
+
+def _scores_of(case: Case) -> Tensor:
+    q, k, t = case.args["query"], case.args["key"], case.kwargs.get("temperature")
+    return q @ k.transpose(-2, -1) / (math.sqrt(q.size(-1)) if t is None else t)  # (..., Lq, Lk)
 
 
 def _cases() -> list[Case]:
@@ -209,6 +214,7 @@ MISTAKES = [
     Mistake("the softmax runs over {axis} ({meaning}; dim={dim} here), not over the keys",
             "take the softmax over the last dim, the keys: `torch.softmax(scores, dim=-1)`, "
             "so each query's weights sum to 1.", looks_like=_softmax_axis),
+    global_max_softmax(lambda case: _scores_of(case)),
     Mistake("the weights contain NaN or inf: a hand-written softmax overflows",
             "with a small temperature the scores are large, and exp() of a score above about 88 overflows float32 "
             "to inf (inf / inf = NaN). Use `torch.softmax(scores, dim=-1)`, or subtract each row's max before exp(): "

@@ -334,6 +334,13 @@ PATTERN_MISTAKES = [
     Mistake("not one 1 per query row, so the rows do not sum to 1",
             "each query attends to exactly one key: every row needs exactly one 1 (and each row of attention weights "
             "sums to 1).", looks_like=lambda c, g: _well_formed(c, g) and not bool((g.sum(-1) == 1).all())),
+    Mistake("every 1 is {k} columns (cyclically) right of the right key: this is the pattern of shift {wrong}, not "
+            "shift={shift} "
+            "(a shift written in the code?)", f"{_RIGHT}; use the `shift` argument, whatever its value.",
+            looks_like=lambda c, g: _well_formed(c, g) and next(
+                ({"k": (k - c.info["shift"]) % c.info["L"], "wrong": k} for k in range(c.info["L"])
+                 if k % c.info["L"] != c.info["shift"] % c.info["L"]
+                 and torch.equal(g.double(), _reference_pattern(c.info["L"], k).double())), None)),
     Mistake("{off} of {L} query rows are off: their 1 is in the wrong column", f"{_RIGHT}.", looks_like=_rows_off),
 ]
 
