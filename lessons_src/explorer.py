@@ -26,7 +26,6 @@ import copy
 import dataclasses
 import hashlib
 import html
-import io
 import json
 import re
 import warnings
@@ -40,6 +39,7 @@ from torch import Tensor, nn
 
 from . import _validate as check
 from .alibi import alibi_slopes
+from .device import one_cpu_thread
 from .encoder import EncoderBlock
 from .language_model import CharTokenizer, LanguageModel, _AttentionOnlyBlock
 from .llm import DecoderConfig, DecoderLM, RMSNorm
@@ -496,34 +496,48 @@ class ModelExplorer:
         )
 
     # -- live widget -----------------------------------------------------------------------------
-    def _figure_png(self, result: dict[str, Any], layer: int, head: int, temperature: float) -> bytes:
+    def _live_figure(self):
+        """One matplotlib figure (bars and a heatmap), drawn again in place by ``draw(result, layer, head, τ)``:
+        artists updated, no new figure, no layout pass (a new figure per keystroke took about 0.5 s)."""
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
+
+        from .widgets import _fast_png
 
         fig = Figure(figsize=(9, 3.6), dpi=80, facecolor="white")
         FigureCanvasAgg(fig)
         ax_bars, ax_heat = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.4]})
-        if result["tokens"]:
-            probs = torch.softmax(torch.from_numpy(result["logits"][-1]).double() / temperature, dim=-1)
-            top = probs.topk(self.top_k)
-            labels = [describe_char(self.tokenizer.chars[i]).strip("'") for i in top.indices.tolist()]
-            ax_bars.barh(range(self.top_k)[::-1], top.values.numpy(), color="#3b6ea8")
-            ax_bars.set_yticks(range(self.top_k)[::-1], labels)
-            ax_bars.set(xlim=(0, 1), xlabel="probability", title=f"next character (τ = {temperature:.2f})")
-            weights = result["attention"][layer][head]
-            ax_heat.imshow(weights, cmap="viridis", vmin=0, vmax=1)
-            chars = [c if c != " " else "␣" for c in result["text"]]
-            if len(chars) <= 40:
-                ax_heat.set_xticks(range(len(chars)), chars, fontsize=7)
-                ax_heat.set_yticks(range(len(chars)), chars, fontsize=7)
-            ax_heat.set(title=f"layer {layer + 1}, head {head}", xlabel="key j", ylabel="query i")
-        else:
-            for ax in (ax_bars, ax_heat):
-                ax.set_axis_off()
-        fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
-        return buf.getvalue()
+        fig.subplots_adjust(left=0.08, right=0.97, bottom=0.14, top=0.9, wspace=0.3)
+        bars = ax_bars.barh(range(self.top_k), np.zeros(self.top_k), color="#3b6ea8")
+        ax_bars.set(xlim=(0, 1), ylim=(self.top_k - 0.5, -0.5), xlabel="probability", xticks=[0, 0.5, 1])
+        ax_bars.set_yticks(range(self.top_k))
+        heat = ax_heat.imshow(np.zeros((1, 1)), cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+        ax_heat.set(xlabel="key j (earlier characters)", ylabel="query i", xticks=[], yticks=[])  # ticks cost most
+
+        def draw(result: dict[str, Any], layer: int, head: int, temperature: float) -> bytes:
+            L = len(result["tokens"])
+            if L:
+                probs = torch.softmax(torch.from_numpy(result["logits"][-1]).double() / temperature, dim=-1)
+                top = probs.topk(self.top_k)
+                for bar, p in zip(bars, top.values.tolist()):
+                    bar.set_width(p)
+                ax_bars.set_yticklabels([describe_char(self.tokenizer.chars[i]).strip("'") for i in top.indices.tolist()])
+                ax_bars.set_title(f"next character (τ = {temperature:.2f})", fontsize=10)
+                heat.set_data(result["attention"][layer][head])
+                heat.set_extent((-0.5, L - 0.5, L - 0.5, -0.5))
+                ax_heat.set_title(f"layer {layer + 1}, head {head}: {L} characters", fontsize=10)
+            else:
+                for bar in bars:
+                    bar.set_width(0)
+                ax_bars.set_yticklabels([""] * self.top_k)
+                ax_bars.set_title("type some text", fontsize=10)
+                heat.set_data(np.zeros((1, 1)))
+                heat.set_extent((-0.5, 0.5, 0.5, -0.5))
+                ax_heat.set_title("no characters to attend to", fontsize=10)
+            fig.canvas.draw()
+            return _fast_png(np.asarray(fig.canvas.buffer_rgba()))
+
+        return draw
 
     def widget(self):
         """The ipywidgets view: a text box, temperature, layer and head, a continue button, one image
@@ -543,14 +557,18 @@ class ModelExplorer:
         message = w.HTML()
         image = w.Image(format="png", layout=w.Layout(max_width="100%"))
         generator = torch.Generator().manual_seed(self.seed)
+        draw = self._live_figure()
 
         def redraw(_change=None) -> None:
-            result = self.forward(text.value)
+            with one_cpu_thread():  # tiny tensors: one thread is as fast, and never stalls
+                result = self.forward(text.value)
             message.value = "<br>".join(html.escape(m) for m in result["messages"])
-            image.value = self._figure_png(result, layer.value, head.value, temperature.value)
+            image.value = draw(result, layer.value, head.value, temperature.value)
 
         def sample(_button=None) -> None:
-            text.value = text.value + self.sample(text.value, self.continue_chars, temperature.value, generator)
+            with one_cpu_thread():
+                more = self.sample(text.value, self.continue_chars, temperature.value, generator)
+            text.value = text.value + more
 
         for control in (text, temperature, layer, head):
             control.observe(redraw, names="value")
