@@ -182,7 +182,7 @@ def _check_config(config: DecoderConfig) -> None:
     unknown = [n for n in names if n not in _SUPPORTED_SWITCHES]
     if unknown:
         raise ValueError(f"ModelExplorer: DecoderConfig switch(es) {unknown} are not supported by the JavaScript "
-                         "forward; add them to lessons_src/explorer.py and lessons_src/explorer.js")
+                         "forward; add them to lessons_src/explorer.py and lessons_src/data/explorer.js")
     for name, allowed in _SUPPORTED_SWITCHES.items():
         value = getattr(config, name, None)
         if allowed is not None and value not in allowed:
@@ -458,7 +458,7 @@ class ModelExplorer:
         uid = f"lsx-{self.id}"
         config = json.dumps({**self.config(), "weights": self._payload[1]}, ensure_ascii=True)
         config = config.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-        script = resources.files("lessons_src").joinpath("explorer.js").read_text(encoding="utf-8")
+        script = resources.files("lessons_src").joinpath("data/explorer.js").read_text(encoding="utf-8")
         meta = self.spec.meta
         layers = "".join(f'<option value="{i}">{i + 1}</option>' for i in range(meta["num_layers"]))
         heads = "".join(f'<option value="{h}">{h}</option>' for h in range(meta["num_heads"]))
