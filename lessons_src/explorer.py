@@ -269,9 +269,11 @@ class ModelExplorer:
 
     ``model``: a :class:`lessons_src.LanguageModel` (either kind) or a :class:`lessons_src.DecoderLM` (any
     switch of its config); ``tokenizer``: the :class:`lessons_src.CharTokenizer` it was trained with.
-    Keyword-only: ``text`` the text in the box at first; ``max_len`` the context the page uses (at most the
-    model's); ``top_k`` bars; ``temperature`` τ at first; ``continue_chars`` the characters the "continue"
-    button samples; ``alt`` a description for screen readers; ``id`` the key of
+    Keyword-only: ``text`` the text in the box at first (default: "The attention " where the vocabulary
+    has it, else a random string typed twice); ``max_len`` the context the page uses (at most the model's);
+    ``top_k`` bars (default 10, or the vocabulary if smaller); ``temperature`` τ at first;
+    ``continue_chars`` the characters the "continue" button samples; ``alt`` a description for screen
+    readers; ``id`` the key of
     ``window.lessonsModels`` (default: from a hash of the weights); ``precision`` ``"auto"`` (float32,
     float16 above ``MAX_HTML_BYTES_FLOAT32``), ``"float32"`` or ``"float16"``; ``seed`` the sampler's seed;
     ``max_chars`` the longest text read at all (pasted text is cut to its last ``max_chars`` first).
@@ -281,7 +283,7 @@ class ModelExplorer:
     """
 
     def __init__(self, model: LanguageModel | DecoderLM, tokenizer: CharTokenizer, *, text: str | None = None,
-                 max_len: int | None = None, top_k: int = 10, temperature: float = 1.0, continue_chars: int = 40,
+                 max_len: int | None = None, top_k: int | None = None, temperature: float = 1.0, continue_chars: int = 40,
                  alt: str | None = None, id: str | None = None, precision: str = "auto", seed: int = 0,
                  max_chars: int | None = None) -> None:
         where = "ModelExplorer"
@@ -304,6 +306,7 @@ class ModelExplorer:
         check.positive_int(max_len, "max_len", where)
         if max_len > model_max:
             raise ValueError(f"{where}: max_len={max_len} is longer than the model's max_len={model_max}")
+        top_k = min(10, vocab_size) if top_k is None else top_k
         check.positive_int(top_k, "top_k", where)
         if top_k > vocab_size:
             raise ValueError(f"{where}: top_k={top_k} is more than the {vocab_size} characters of the vocabulary")

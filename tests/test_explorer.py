@@ -129,6 +129,13 @@ def test_bad_arguments_name_the_fault(lm, kwargs, message):
         ModelExplorer(lm, TOKENIZER, **kwargs)
 
 
+def test_a_small_vocabulary_gets_fewer_bars():
+    tiny = CharTokenizer("ab ")
+    explorer = ModelExplorer(LanguageModel(3, d_model=8, num_heads=2, num_layers=1, max_len=8), tiny)
+    half = explorer.text[: len(explorer.text) // 2]
+    assert explorer.top_k == 3 and explorer.text == half + half and explorer.forward("ab")["logits"].shape == (2, 3)
+
+
 def test_arguments_are_keyword_only(lm):
     with pytest.raises(TypeError):
         ModelExplorer(lm, TOKENIZER, "some text")
