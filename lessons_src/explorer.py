@@ -276,7 +276,8 @@ class ModelExplorer:
     readers; ``id`` the key of
     ``window.lessonsModels`` (default: from a hash of the weights); ``precision`` ``"auto"`` (float32,
     float16 above ``MAX_HTML_BYTES_FLOAT32``), ``"float32"`` or ``"float16"``; ``seed`` the sampler's seed;
-    ``max_chars`` the longest text read at all (pasted text is cut to its last ``max_chars`` first).
+    ``max_chars`` the longest text read at all (pasted text is cut to its last ``max_chars`` first);
+    ``layer`` (from 0, shown from 1) and ``head`` the head shown large at first.
 
     :meth:`forward` runs the torch model on a text the way the page does; :meth:`to_html` is the page.
     Taught in the chapter "A language model and its heads".
@@ -285,7 +286,7 @@ class ModelExplorer:
     def __init__(self, model: LanguageModel | DecoderLM, tokenizer: CharTokenizer, *, text: str | None = None,
                  max_len: int | None = None, top_k: int | None = None, temperature: float = 1.0, continue_chars: int = 40,
                  alt: str | None = None, id: str | None = None, precision: str = "auto", seed: int = 0,
-                 max_chars: int | None = None) -> None:
+                 max_chars: int | None = None, layer: int = 0, head: int = 0) -> None:
         where = "ModelExplorer"
         if isinstance(model, LanguageModel):
             spec = _spec_language_model(model)
@@ -325,6 +326,10 @@ class ModelExplorer:
         check.positive_int(max_chars, "max_chars", where)
         if max_chars < max_len:
             raise ValueError(f"{where}: max_chars={max_chars} is shorter than max_len={max_len}")
+        for name, value, count in (("layer", layer, spec.meta["num_layers"]), ("head", head, spec.meta["num_heads"])):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < count:
+                raise ValueError(f"{where}: {name} must be an int from 0 to {count - 1} (the model has {count}), "
+                                 f"got {value!r}")
         if text is not None and not isinstance(text, str):
             raise ValueError(f"{where}: text must be a str, got {type(text).__name__}")
         if alt is not None and not isinstance(alt, str):
@@ -332,6 +337,7 @@ class ModelExplorer:
         self.model, self.tokenizer, self.spec = model, tokenizer, spec
         self.max_len, self.top_k, self.temperature = max_len, top_k, float(temperature)
         self.continue_chars, self.seed, self.max_chars = continue_chars, seed, max_chars
+        self.layer, self.head = layer, head
         self.text = self._default_text() if text is None else text
         self.alt = alt or (f"Type text: the model predicts the next character (the {top_k} likeliest as bars) and "
                            "shows the attention of each of its heads over the characters typed.")
@@ -463,8 +469,10 @@ class ModelExplorer:
         config = config.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
         script = resources.files("lessons_src").joinpath("data/explorer.js").read_text(encoding="utf-8")
         meta = self.spec.meta
-        layers = "".join(f'<option value="{i}">{i + 1}</option>' for i in range(meta["num_layers"]))
-        heads = "".join(f'<option value="{h}">{h}</option>' for h in range(meta["num_heads"]))
+        layers = "".join(f'<option value="{i}"{" selected" * (i == self.layer)}>{i + 1}</option>'
+                         for i in range(meta["num_layers"]))
+        heads = "".join(f'<option value="{h}"{" selected" * (h == self.head)}>{h}</option>'
+                        for h in range(meta["num_heads"]))
         e = html.escape
         return (
             f'<div class="ls-explorer" id="{uid}" data-model-id="{e(self.id)}" role="group" '
@@ -554,8 +562,9 @@ class ModelExplorer:
                           layout=w.Layout(width="min(40rem, 100%)"))
         temperature = w.FloatSlider(value=self.temperature, min=0.1, max=3.0, step=0.05, description="temperature τ",
                                     continuous_update=True, style={"description_width": "initial"})
-        layer = w.Dropdown(options=[(str(i + 1), i) for i in range(meta["num_layers"])], value=0, description="layer")
-        head = w.Dropdown(options=[(str(h), h) for h in range(meta["num_heads"])], value=0, description="head")
+        layer = w.Dropdown(options=[(str(i + 1), i) for i in range(meta["num_layers"])], value=self.layer,
+                           description="layer")
+        head = w.Dropdown(options=[(str(h), h) for h in range(meta["num_heads"])], value=self.head, description="head")
         button = w.Button(description=f"continue (+{self.continue_chars})")
         message = w.HTML()
         image = w.Image(format="png", layout=w.Layout(max_width="100%"))

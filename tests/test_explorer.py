@@ -123,6 +123,8 @@ def test_refuses_what_it_cannot_run(lm):
     (dict(seed=-1), "seed must be an int >= 0"),
     (dict(max_chars=10), "max_chars=10 is shorter than max_len=24"),
     (dict(text=3), "text must be a str, got int"),
+    (dict(layer=2), r"layer must be an int from 0 to 1 \(the model has 2\), got 2"),
+    (dict(head=-1), "head must be an int from 0 to 3"),
 ])
 def test_bad_arguments_name_the_fault(lm, kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -268,6 +270,13 @@ def test_empty_text_gives_empty_arrays_not_an_error(lm):
 
 
 # -- the renderings ---------------------------------------------------------------------------------------------
+
+
+def test_the_first_head_shown_can_be_chosen(lm):
+    html = ModelExplorer(lm, TOKENIZER, layer=1, head=3).to_html()
+    assert '<option value="1" selected>2</option>' in html and '<option value="3" selected>3</option>' in html
+    box = ModelExplorer(lm, TOKENIZER, layer=1, head=3).widget()
+    assert (box.controls["layer"].value, box.controls["head"].value) == (1, 3)
 
 
 def test_html_is_self_contained(lm):
