@@ -24,6 +24,8 @@ Each module holds one concept and names the chapter that teaches it:
 - ``device``: device and seeding helpers, used by every chapter
 - ``_validate``: the input checks every public function and ``forward`` makes once, at its boundary
 - ``plotting``, ``widgets``: heatmaps, and sliders that work live and on the static site
+- ``explorer``: a trained model the reader types into, live in a kernel and in the browser of the static
+  site (chapter "A language model and its heads")
 - ``figures``: each chapter's slider figure, one module per chapter, named after it
 - ``profiling``: time and peak memory of a call, on a CPU or a GPU (chapter "Efficient attention")
 - ``checks``: exercise checks that name the learner's mistake
@@ -35,6 +37,7 @@ from .data import reversal_batch, shift_batch
 from .device import default_device, one_cpu_thread, seed_everything
 from .efficient import elu_feature_map, fused_attention, linear_attention
 from .encoder import DecoderBlock, Encoder, EncoderBlock, FeedForward, count_parameters, layer_norm
+from .explorer import ModelExplorer
 from .gqa import CausalSelfAttention, GroupedQueryAttention, KVCache, kv_cache_bytes
 from .language_model import (
     CharTokenizer,
@@ -131,5 +134,6 @@ __all__ = [
     "antidiagonal_mass",
     "diagonal_mass",
     "warmup_factor",
+    "ModelExplorer",
     "__version__",
 ]

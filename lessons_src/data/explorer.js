@@ -1,0 +1,447 @@
+// The in-browser half of lessons_src.ModelExplorer (lessons_src/explorer.py; CONTRIBUTING.md, "Model explorer").
+// Wrapped by to_html() in (function(){ var root = <the explorer's div>; ... })(): plain JavaScript, typed arrays,
+// no framework, no network. Reads the JSON config (architecture, base64 weights) from the div, registers
+// window.lessonsModels[id] = {forward(text) -> {tokens, logits, attention, text, messages}} and drives the controls.
+var cfg = JSON.parse(root.querySelector(".lsx-config").textContent);
+var D = cfg.d_model, H = cfg.num_heads, HKV = cfg.kv_heads, DK = cfg.head_dim, NL = cfg.num_layers;
+var CHARS = cfg.chars, V = CHARS.length, MAXLEN = cfg.page_max_len, GROUP = H / HKV;
+
+// -- the weights: base64 -> little-endian float32 or float16 -> Float32Array views by name ----------------------
+var W = (function () {
+  var bin = atob(cfg.weights), n = bin.length, bytes = new Uint8Array(n);
+  for (var i = 0; i < n; i++) bytes[i] = bin.charCodeAt(i);
+  var view = new DataView(bytes.buffer), all;
+  if (cfg.dtype === "float16") {
+    all = new Float32Array(n / 2);
+    for (var k = 0; k < all.length; k++) {
+      var h = view.getUint16(2 * k, true), s = h & 0x8000 ? -1 : 1, e = (h >> 10) & 0x1f, f = h & 0x3ff;
+      all[k] = e === 0 ? s * f * Math.pow(2, -24) : e === 31 ? (f ? NaN : s * Infinity) : s * (1 + f / 1024) * Math.pow(2, e - 15);
+    }
+  } else {
+    all = new Float32Array(n / 4);
+    for (var m = 0; m < all.length; m++) all[m] = view.getFloat32(4 * m, true);
+  }
+  var named = {};
+  cfg.tensors.forEach(function (t) { named[t[0]] = all.subarray(t[1], t[1] + t[2]); });
+  return named;
+})();
+var IDS = {};
+CHARS.forEach(function (c, i) { IDS[c] = i; });
+
+// -- fixed tables: sinusoidal positions and rotary angles (float64, rounded to float32 as torch does) -----------
+var SIN_POS = null, ROPE_COS = null, ROPE_SIN = null;
+if (cfg.positions === "sinusoidal") {
+  SIN_POS = new Float32Array(cfg.max_len * D);
+  for (var p = 0; p < cfg.max_len; p++) {
+    for (var i2 = 0; 2 * i2 < D; i2++) {
+      var angle = p * Math.exp(-Math.log(10000) * (2 * i2) / D);
+      SIN_POS[p * D + 2 * i2] = Math.sin(angle);
+      if (2 * i2 + 1 < D) SIN_POS[p * D + 2 * i2 + 1] = Math.cos(angle);
+    }
+  }
+}
+if (cfg.positions === "rope") {
+  var HALF = DK / 2;
+  ROPE_COS = new Float32Array(cfg.max_len * HALF);
+  ROPE_SIN = new Float32Array(cfg.max_len * HALF);
+  for (var pos = 0; pos < cfg.max_len; pos++) {
+    for (var pr = 0; pr < HALF; pr++) {
+      var theta = Math.pow(cfg.rope_base, -(2 * pr) / DK);
+      ROPE_COS[pos * HALF + pr] = Math.cos(pos * theta);
+      ROPE_SIN[pos * HALF + pr] = Math.sin(pos * theta);
+    }
+  }
+}
+
+// -- the maths, row-major Float64Arrays (L rows) ---------------------------------------------------------------
+function linear(x, L, nIn, w, b, nOut) {  // y = x W^T + b, W stored (nOut, nIn) as nn.Linear keeps it
+  // Four rows at a time, so each weight is read once per four tokens: 2.6x faster in V8 than row by row
+  // (measured with node on 64 x 64 x 256); each sum still runs over k in order.
+  var y = new Float64Array(L * nOut), i = 0, o, k, s;
+  for (; i + 3 < L; i += 4) {
+    var x0 = i * nIn, x1 = x0 + nIn, x2 = x1 + nIn, x3 = x2 + nIn;
+    for (o = 0; o < nOut; o++) {
+      var wo = o * nIn, bias = b ? b[o] : 0, s0 = bias, s1 = bias, s2 = bias, s3 = bias;
+      for (k = 0; k < nIn; k++) {
+        var wk = w[wo + k];
+        s0 += x[x0 + k] * wk; s1 += x[x1 + k] * wk; s2 += x[x2 + k] * wk; s3 += x[x3 + k] * wk;
+      }
+      y[i * nOut + o] = s0; y[(i + 1) * nOut + o] = s1; y[(i + 2) * nOut + o] = s2; y[(i + 3) * nOut + o] = s3;
+    }
+  }
+  for (; i < L; i++) {
+    var xo = i * nIn, yo = i * nOut;
+    for (o = 0; o < nOut; o++) {
+      var wr = o * nIn;
+      s = b ? b[o] : 0;
+      for (k = 0; k < nIn; k++) s += x[xo + k] * w[wr + k];
+      y[yo + o] = s;
+    }
+  }
+  return y;
+}
+function norm(x, L, kind, eps, w, b) {  // LayerNorm (biased variance) or RMSNorm, over each row of D
+  var y = new Float64Array(L * D);
+  for (var i = 0; i < L; i++) {
+    var o = i * D, mean = 0, sq = 0, k;
+    if (kind === "layer") {
+      for (k = 0; k < D; k++) mean += x[o + k];
+      mean /= D;
+    }
+    for (k = 0; k < D; k++) { var c = x[o + k] - mean; sq += c * c; }
+    var scale = 1 / Math.sqrt(sq / D + eps);
+    for (k = 0; k < D; k++) y[o + k] = (x[o + k] - mean) * scale * w[k] + (b ? b[k] : 0);
+  }
+  return y;
+}
+function erf(x) {  // Numerical Recipes' erfc (Chebyshev fit, fractional error < 1.2e-7): JavaScript has no Math.erf
+  var z = Math.abs(x), t = 1 / (1 + 0.5 * z);
+  var r = t * Math.exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 +
+    t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
+  return x >= 0 ? 1 - r : r - 1;
+}
+function rope(x, L, heads) {  // rotate each head's pairs in place: interleaved (2p, 2p+1) or half (p, p + d_k/2)
+  var half = DK / 2, interleaved = cfg.rope_layout !== "half";
+  for (var i = 0; i < L; i++) {
+    for (var h = 0; h < heads; h++) {
+      var o = (i * heads + h) * DK;
+      for (var p = 0; p < half; p++) {
+        var a = interleaved ? o + 2 * p : o + p, b = interleaved ? a + 1 : a + half;
+        var c = ROPE_COS[i * half + p], s = ROPE_SIN[i * half + p], x0 = x[a], x1 = x[b];
+        x[a] = x0 * c - x1 * s;
+        x[b] = x0 * s + x1 * c;
+      }
+    }
+  }
+}
+function attention(x, L, l, att) {  // causal self-attention of layer l; fills att[h] (L x L); returns (L, D)
+  var pre = "l" + l + ".";
+  var q = linear(x, L, D, W[pre + "wq"], W[pre + "bq"], H * DK);  // (L, H, d_k)
+  var k = linear(x, L, D, W[pre + "wk"], W[pre + "bk"], HKV * DK);  // (L, H_kv, d_k)
+  var v = linear(x, L, D, W[pre + "wv"], W[pre + "bv"], HKV * DK);  // (L, H_kv, d_k)
+  if (cfg.positions === "rope") { rope(q, L, H); rope(k, L, HKV); }
+  var out = new Float64Array(L * H * DK), scale = 1 / Math.sqrt(DK), row = new Float64Array(L);
+  for (var h = 0; h < H; h++) {
+    var g = Math.floor(h / GROUP), slope = cfg.positions === "alibi" ? cfg.alibi_slopes[h] : 0, w = att[h];
+    for (var i = 0; i < L; i++) {
+      var qo = (i * H + h) * DK, best = -Infinity, j, d;
+      for (j = 0; j <= i; j++) {
+        var ko = (j * HKV + g) * DK, s = 0;
+        for (d = 0; d < DK; d++) s += q[qo + d] * k[ko + d];
+        s = s * scale - slope * (i - j);
+        row[j] = s;
+        if (s > best) best = s;
+      }
+      var total = 0;
+      for (j = 0; j <= i; j++) { row[j] = Math.exp(row[j] - best); total += row[j]; }
+      var oo = (i * H + h) * DK;
+      for (j = 0; j <= i; j++) {
+        var p = row[j] / total, vo = (j * HKV + g) * DK;
+        w[i * L + j] = p;
+        for (d = 0; d < DK; d++) out[oo + d] += p * v[vo + d];
+      }
+    }
+  }
+  return linear(out, L, H * DK, W[pre + "wo"], W[pre + "bo"], D);
+}
+function mlp(x, L, l) {
+  var pre = "l" + l + ".", up = linear(x, L, D, W[pre + "wup"], W[pre + "bup"], W[pre + "wup"].length / D);
+  var n = up.length, i;
+  if (cfg.ffn === "swiglu") {
+    var gate = linear(x, L, D, W[pre + "wgate"], W[pre + "bgate"], n / L);
+    for (i = 0; i < n; i++) up[i] = gate[i] / (1 + Math.exp(-gate[i])) * up[i];
+  } else if (cfg.ffn === "gelu") {
+    for (i = 0; i < n; i++) up[i] = 0.5 * up[i] * (1 + erf(up[i] / Math.SQRT2));
+  } else {
+    for (i = 0; i < n; i++) if (up[i] < 0) up[i] = 0;
+  }
+  return linear(up, L, n / L, W[pre + "wdown"], W[pre + "bdown"], D);
+}
+function add(x, y) { for (var i = 0; i < x.length; i++) x[i] += y[i]; return x; }
+
+// -- the text the model reads: the same rules and messages as ModelExplorer.prepare -----------------------------
+var NAMED = {" ": "space", "\n": "newline", "\t": "tab", "\r": "carriage return"};
+function describe(c) {
+  if (NAMED[c]) return NAMED[c];
+  if (/^[\p{C}\p{Z}]$/u.test(c)) return "U+" + c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0");
+  return "'" + c + "'";
+}
+function count(n) { return n.toLocaleString("en-US"); }
+function prepare(text) {
+  var messages = [];
+  if (typeof text !== "string") text = text == null ? "" : String(text);
+  if (text.length > cfg.max_chars) {  // cut first: a pasted megabyte is never scanned character by character
+    var cut = Array.from(text.slice(-2 * cfg.max_chars)).slice(-cfg.max_chars);
+    messages.push("The text had " + count(Array.from(text).length) + " characters: only its last " +
+      count(cfg.max_chars) + " are read.");
+    text = cut.join("");
+  }
+  var chars = Array.from(text), kept = [], unknown = [], seen = {}, skipped = 0;
+  chars.forEach(function (c) {
+    if (c in IDS) kept.push(c);
+    else { skipped++; if (!seen[c]) { seen[c] = true; unknown.push(c); } }
+  });
+  if (unknown.length) {
+    messages.push("Skipped " + skipped + " character" + (skipped !== 1 ? "s" : "") + " the model does not know: " +
+      unknown.slice(0, 12).map(describe).join(", ") + (unknown.length > 12 ? " and " + (unknown.length - 12) + " more" : "") + ".");
+  }
+  if (!kept.length) messages.push("Type some text: the model predicts the character that follows it.");
+  else if (kept.length > MAXLEN) {
+    messages.push("The model reads at most " + MAXLEN + " characters (its max_len): it sees the last " + MAXLEN +
+      " of " + kept.length + ".");
+    kept = kept.slice(-MAXLEN);
+  }
+  return {text: kept.join(""), chars: kept, messages: messages};
+}
+
+// -- the forward pass: text -> {tokens, logits (L x |V|), attention[layer][head] (L x L)} --------------------------
+function run(tokens) {
+  var L = tokens.length, x = new Float64Array(L * D), i, k, l, h;
+  for (i = 0; i < L; i++) {
+    var e = tokens[i] * D;
+    for (k = 0; k < D; k++) {
+      var pe = cfg.positions === "learned" ? W.pos[i * D + k] : cfg.positions === "sinusoidal" ? SIN_POS[i * D + k] : 0;
+      x[i * D + k] = W.embed[e + k] + pe;
+    }
+  }
+  var att = [];
+  for (l = 0; l < NL; l++) {
+    att.push([]);
+    for (h = 0; h < H; h++) att[l].push(new Float64Array(L * L));
+    var pre = "l" + l + ".";
+    if (cfg.placement === "none") {  // attention-only: x + attention(x)
+      add(x, attention(x, L, l, att[l]));
+    } else if (cfg.placement === "pre") {
+      add(x, attention(norm(x, L, cfg.norm, cfg.eps, W[pre + "n1w"], W[pre + "n1b"]), L, l, att[l]));
+      add(x, mlp(norm(x, L, cfg.norm, cfg.eps, W[pre + "n2w"], W[pre + "n2b"]), L, l));
+    } else {
+      x = norm(add(x, attention(x, L, l, att[l])), L, cfg.norm, cfg.eps, W[pre + "n1w"], W[pre + "n1b"]);
+      x = norm(add(x, mlp(x, L, l)), L, cfg.norm, cfg.eps, W[pre + "n2w"], W[pre + "n2b"]);
+    }
+  }
+  if (cfg.final_norm) x = norm(x, L, cfg.final_norm_kind, cfg.final_eps, W.fnw, W.fnb);
+  return {logits: linear(x, L, D, W.head, W.head_b, V), att: att, L: L};
+}
+function forward(text) {
+  var prepared = prepare(text), tokens = prepared.chars.map(function (c) { return IDS[c]; });
+  var r = run(tokens), L = r.L, logits = [], attention = [];
+  for (var i = 0; i < L; i++) logits.push(r.logits.subarray(i * V, (i + 1) * V));
+  r.att.forEach(function (heads) {
+    attention.push(heads.map(function (w) {
+      var rows = [];
+      for (var i2 = 0; i2 < L; i2++) rows.push(w.subarray(i2 * L, (i2 + 1) * L));
+      return rows;
+    }));
+  });
+  return {tokens: tokens, logits: logits, attention: attention, text: prepared.text, messages: prepared.messages,
+          flat: r};
+}
+window.lessonsModels = window.lessonsModels || {};
+window.lessonsModels[cfg.id] = {forward: forward, prepare: prepare, chars: CHARS, max_len: MAXLEN};
+
+// -- the page ----------------------------------------------------------------------------------------------------
+var box = root.querySelector(".lsx-text"), msg = root.querySelector(".lsx-msg");
+var temp = root.querySelector(".lsx-temp"), tempOut = root.querySelector(".lsx-temp-out");
+var layerSel = root.querySelector(".lsx-layer"), headSel = root.querySelector(".lsx-head");
+var bars = root.querySelector(".lsx-bar-list"), big = root.querySelector(".lsx-big");
+var heatTitle = root.querySelector(".lsx-heat-title"), grid = root.querySelector(".lsx-grid");
+var more = root.querySelector(".lsx-continue");
+var last = null, redraws = 0, rngState = (cfg.seed >>> 0) || 1;
+
+function random() {  // mulberry32: a seeded sampler, so a page samples the same continuation each visit
+  rngState = (rngState + 0x6D2B79F5) >>> 0;
+  var t = rngState;
+  t = Math.imul(t ^ (t >>> 15), t | 1);
+  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+}
+var STOPS = [[68, 1, 84], [72, 40, 120], [62, 73, 137], [49, 104, 142], [38, 130, 142], [31, 158, 137],
+             [53, 183, 121], [109, 205, 89], [180, 222, 44], [253, 231, 37]];  // viridis
+var LUT = new Uint8Array(256 * 3);
+for (var li = 0; li < 256; li++) {
+  var pos2 = li / 255 * (STOPS.length - 1), lo = Math.min(Math.floor(pos2), STOPS.length - 2), fr = pos2 - lo;
+  for (var ch = 0; ch < 3; ch++) LUT[li * 3 + ch] = Math.round(STOPS[lo][ch] * (1 - fr) + STOPS[lo + 1][ch] * fr);
+}
+function image(w, L) {  // the L x L weights as an ImageData; the masked future (j > i) light grey
+  var img = new ImageData(L, L), d = img.data;
+  for (var i = 0; i < L; i++) {
+    for (var j = 0; j < L; j++) {
+      var o = 4 * (i * L + j);
+      if (j > i) { d[o] = d[o + 1] = d[o + 2] = 236; } else {
+        var c = Math.max(0, Math.min(255, Math.round(w[i * L + j] * 255))) * 3;
+        d[o] = LUT[c]; d[o + 1] = LUT[c + 1]; d[o + 2] = LUT[c + 2];
+      }
+      d[o + 3] = 255;
+    }
+  }
+  return img;
+}
+var scratch = document.createElement("canvas");
+function shown(c) { return c === " " ? "\u2423" : c === "\n" ? "\u21b5" : c === "\t" ? "\u21e5" : c; }
+
+function resize(canvas, w, h, dpr, css) {  // only when the size changes: a resize reallocates the canvas
+  if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(h * dpr)) {
+    canvas.width = Math.round(w * dpr); canvas.height = Math.round(h * dpr);
+    if (css) { canvas.style.width = w + "px"; canvas.style.height = h + "px"; }
+  }
+}
+function drawBig() {
+  var l = +layerSel.value, h = +headSel.value, ctx = big.getContext("2d"), dpr = window.devicePixelRatio || 1;
+  heatTitle.textContent = "Attention of layer " + (l + 1) + ", head " + h + " (row: the query i, column: the key j)";
+  var L = last ? last.flat.L : 0;
+  if (!L) {
+    resize(big, 280, 60, dpr, true);
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, 280, 60);
+    ctx.fillStyle = "#444"; ctx.font = "14px sans-serif"; ctx.fillText("No characters to attend to yet.", 10, 34);
+    big.setAttribute("aria-label", "No attention to show: there is no text the model knows.");
+    return;
+  }
+  var cell = Math.max(10, Math.min(28, Math.floor(448 / L))), m = 14, size = m + L * cell;
+  resize(big, size, size, dpr, true);
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, size, size);
+  var w = last.flat.att[l][h];
+  resize(scratch, L, L, 1);
+  scratch.getContext("2d").putImageData(image(w, L), 0, 0);
+  ctx.imageSmoothingEnabled = false;
+  ctx.drawImage(scratch, m, m, L * cell, L * cell);
+  ctx.fillStyle = "#222"; ctx.font = Math.min(cell, 13) + "px monospace"; ctx.textAlign = "center"; ctx.textBaseline = "middle";
+  var chars = last.prepared;
+  for (var i = 0; i < L; i++) {
+    ctx.fillText(shown(chars[i]), m + (i + 0.5) * cell, m / 2);
+    ctx.fillText(shown(chars[i]), m / 2, m + (i + 0.5) * cell);
+  }
+  var top = 0;
+  for (var j = 1; j < L; j++) if (w[(L - 1) * L + j] > w[(L - 1) * L + top]) top = j;
+  big.setAttribute("aria-label", "Attention weights of layer " + (l + 1) + ", head " + h + " over " + L +
+    " characters. The last character, " + describe(chars[L - 1]) + ", attends most to " + describe(chars[top]) +
+    " at position " + top + " (weight " + w[(L - 1) * L + top].toFixed(2) + ").");
+  big.dataset.cell = cell; big.dataset.margin = m;
+}
+var cells = [];
+function buildGrid() {
+  grid.style.gridTemplateColumns = "auto repeat(" + H + ", auto)";
+  for (var l = 0; l < NL; l++) {
+    var label = document.createElement("span");
+    label.className = "lsx-row-label"; label.textContent = "layer " + (l + 1);
+    grid.appendChild(label);
+    for (var h = 0; h < H; h++) {
+      var b = document.createElement("button"), c = document.createElement("canvas");
+      b.type = "button"; b.setAttribute("aria-label", "show layer " + (l + 1) + ", head " + h + " large");
+      b.dataset.layer = l; b.dataset.head = h; b.title = "layer " + (l + 1) + ", head " + h;
+      c.setAttribute("aria-hidden", "true"); c.style.width = "72px"; c.style.height = "72px";
+      c.style.imageRendering = "pixelated";
+      b.appendChild(c); grid.appendChild(b); cells.push({button: b, canvas: c, l: l, h: h});
+      b.addEventListener("click", function () {
+        layerSel.value = this.dataset.layer; headSel.value = this.dataset.head; drawBig(); markPressed();
+      });
+    }
+  }
+}
+function markPressed() {
+  cells.forEach(function (c) {
+    c.button.setAttribute("aria-pressed", String(c.l === +layerSel.value && c.h === +headSel.value));
+  });
+}
+function drawGrid() {
+  var L = last ? last.flat.L : 0;
+  cells.forEach(function (c) {
+    var ctx = c.canvas.getContext("2d");
+    if (!L) { resize(c.canvas, 1, 1, 1); ctx.fillStyle = "#ececec"; ctx.fillRect(0, 0, 1, 1); return; }
+    resize(c.canvas, L, L, 1);
+    ctx.putImageData(image(last.flat.att[c.l][c.h], L), 0, 0);
+  });
+  markPressed();
+}
+var barRows = [];
+for (var bi = 0; bi < cfg.top_k; bi++) {
+  var row = document.createElement("li"), lab = document.createElement("span"), track = document.createElement("span");
+  var fill = document.createElement("span"), pct = document.createElement("span");
+  lab.className = "lsx-ch"; track.className = "lsx-track"; fill.className = "lsx-fill"; pct.className = "lsx-p";
+  fill.style.display = "block"; fill.style.width = "0";
+  track.appendChild(fill); row.appendChild(lab); row.appendChild(track); row.appendChild(pct); bars.appendChild(row);
+  barRows.push({row: row, label: lab, fill: fill, pct: pct});
+}
+function probabilities(logits, tau) {  // softmax(logits / tau) over the vocabulary
+  var p = new Float64Array(V), best = -Infinity, total = 0, i;
+  for (i = 0; i < V; i++) { p[i] = logits[i] / tau; if (p[i] > best) best = p[i]; }
+  for (i = 0; i < V; i++) { p[i] = Math.exp(p[i] - best); total += p[i]; }
+  for (i = 0; i < V; i++) p[i] /= total;
+  return p;
+}
+function topK(p, k) {
+  var order = [];
+  for (var i = 0; i < p.length; i++) order.push(i);
+  order.sort(function (a, b) { return p[b] - p[a] || a - b; });
+  return order.slice(0, k);
+}
+function drawBars() {
+  var tau = +temp.value;
+  tempOut.textContent = tau.toFixed(2);
+  var L = last ? last.flat.L : 0;
+  if (!L) {
+    barRows.forEach(function (b, i) {
+      b.label.textContent = i ? "" : "\u2014"; b.fill.style.width = "0"; b.pct.textContent = "";
+      b.row.removeAttribute("aria-label");
+    });
+    return;
+  }
+  var p = probabilities(last.flat.logits.subarray((L - 1) * V, L * V), tau);
+  topK(p, cfg.top_k).forEach(function (t, i) {
+    var b = barRows[i], text = (100 * p[t]).toFixed(1) + "%";
+    b.label.textContent = shown(CHARS[t]); b.fill.style.width = (100 * p[t]).toFixed(2) + "%"; b.pct.textContent = text;
+    b.row.setAttribute("aria-label", describe(CHARS[t]) + " " + text);
+  });
+}
+function update() {
+  if (box.value.length > cfg.max_chars) {  // a pasted megabyte: keep only the tail in the box (typing stays fast)
+    var note = prepare(box.value).messages[0];
+    box.value = Array.from(box.value.slice(-2 * cfg.max_chars)).slice(-cfg.max_chars).join("");
+    redraw(note);
+  } else redraw(null);
+}
+function redraw(note) {
+  var r = forward(box.value);
+  r.prepared = r.chars = Array.from(r.text);
+  last = r;
+  var messages = note ? [note].concat(r.messages) : r.messages;
+  msg.textContent = messages.join(" ");
+  root.dataset.state = r.flat.L ? "ok" : "empty";
+  drawBars(); drawBig(); drawGrid();
+  redraws++;
+  root.dataset.redraws = String(redraws);
+  root.dataset.redrawEnd = String(performance.now());
+}
+function sample() {
+  var text = last ? last.text : "", added = "", tau = +temp.value;
+  if (!text) { msg.textContent = "Type some text first: the model continues it."; return; }
+  for (var n = 0; n < cfg.continue_chars; n++) {
+    var tokens = Array.from((text + added).slice(-4 * MAXLEN)).slice(-MAXLEN).map(function (c) { return IDS[c]; });
+    var r = run(tokens), p = probabilities(r.logits.subarray((r.L - 1) * V, r.L * V), tau), top = topK(p, cfg.top_k);
+    var total = 0, u, pick = top[top.length - 1];
+    top.forEach(function (t) { total += p[t]; });
+    u = random() * total;
+    for (var i = 0; i < top.length; i++) { u -= p[top[i]]; if (u <= 0) { pick = top[i]; break; } }
+    added += CHARS[pick];
+  }
+  box.value += added;
+  update();
+}
+buildGrid();
+box.addEventListener("input", update);
+temp.addEventListener("input", drawBars);
+layerSel.addEventListener("change", function () { drawBig(); markPressed(); });
+headSel.addEventListener("change", function () { drawBig(); markPressed(); });
+more.addEventListener("click", sample);
+big.addEventListener("mousemove", function (ev) {
+  if (!last || !last.flat.L) return;
+  var cell = +big.dataset.cell, m = +big.dataset.margin, rect = big.getBoundingClientRect();
+  var j = Math.floor((ev.clientX - rect.left - m) / cell), i = Math.floor((ev.clientY - rect.top - m) / cell);
+  var L = last.flat.L;
+  if (i < 0 || j < 0 || i >= L || j >= L) { big.title = ""; return; }
+  var w = last.flat.att[+layerSel.value][+headSel.value][i * L + j];
+  big.title = "query " + i + " " + describe(last.prepared[i]) + " \u2192 key " + j + " " + describe(last.prepared[j]) +
+    (j > i ? ": the future, masked" : ": " + w.toFixed(3));
+});
+update();
