@@ -48,6 +48,7 @@ from lessons_src.figures import (  # noqa: E402
     tiled_attention,
     training_attention,
 )
+from lessons_src.figures._style import DPI  # noqa: E402
 from lessons_src.widgets import InteractiveFigure  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -304,9 +305,10 @@ def test_every_slider_function_has_a_builder_here(topic):
 def test_figure_has_its_alt_text(chapter_figure):
     name, alt, figure = chapter_figure
     module = _module(name)
-    assert isinstance(figure, InteractiveFigure)
-    assert figure.alt == getattr(module, alt) and len(figure.alt) > 100
-    assert figure.fig.get_dpi() == 80
+    assert isinstance(figure, InteractiveFigure), f"{name}: a slider figure is an InteractiveFigure"
+    assert figure.alt == getattr(module, alt) and len(figure.alt) > 100, (
+        f"lessons_src/figures/{name}.py: pass alt={alt}, a constant of the module of over 100 characters")
+    assert figure.fig.get_dpi() == DPI, f"lessons_src/figures/{name}.py: pass dpi=DPI (from ._style) to InteractiveFigure"
 
 
 def test_every_frame_renders(chapter_figure):

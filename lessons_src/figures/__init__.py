@@ -8,7 +8,7 @@ next to it, tested in ``tests/test_figures.py``. A chapter shows the idea and on
     masking.mask_explorer(mask_and_weights, seq_lens, paddings)
 
 Every chapter has one such module, ``lessons_src/figures/<topic>.py`` for ``book/<NN>_<topic>.ipynb``,
-whose docstring starts with ``Chapter "<the chapter's title>"``; ``__all__`` is
+whose docstring starts by naming its chapter by title; ``__all__`` is
 read from this folder, so that no list here grows with the chapters (``tests/test_figures.py``
 checks that the chapters of ``_toc.yml`` and these modules match one to one).
 
