@@ -34,6 +34,20 @@ if [[ " ${stages[*]} " =~ " "(site|frontend)" " ]] && [ ! -x /usr/bin/chromium ]
   fi
 fi
 
+# The accessibility audit (tests/axe.py) runs axe-core, fetched from the npm registry by npm.
+if [[ " ${stages[*]} " =~ " site " ]] && ! command -v npm >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "==> installing npm for the accessibility audit (axe-core)"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null) \
+      || echo "warning: could not install npm" >&2
+  elif command -v sudo >/dev/null; then
+    (sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null) \
+      || echo "warning: could not install npm" >&2
+  else
+    echo "warning: npm is missing; install it (apt-get install npm) for the accessibility audit" >&2
+  fi
+fi
+
 status=0
 run_stage() {
   local t0=$SECONDS ok=0

@@ -513,3 +513,12 @@ def test_every_control_has_an_accessible_name(loaded):
         .filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label') && !e.textContent.trim())
         .map(e => e.outerHTML.slice(0, 80))""")
     assert unnamed == []
+
+
+@pytest.mark.site
+def test_the_explorer_passes_the_accessibility_audit(loaded):
+    from axe import audit
+
+    page, problems = loaded
+    violations = audit(page, ".ls-explorer")
+    assert violations == [], "\n".join(violations)
