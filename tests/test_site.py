@@ -9,6 +9,7 @@ import json
 import os
 import re
 import threading
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -20,7 +21,7 @@ import book  # scripts/, on sys.path (tests/conftest.py)
 
 pytestmark = pytest.mark.site
 
-HTML = ROOT / "_build" / "html"
+HTML = Path(os.environ.get("LESSONS_SITE_HTML") or ROOT / "_build" / "html")  # as the `site` fixture (conftest.py)
 SCREENSHOTS = ROOT / "tests" / "artifacts" / "pages"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -292,7 +293,7 @@ def test_the_model_explorer_runs_the_pages_model_in_the_browser(site, server, br
         page.goto(f"{server}/{page_path}.html", wait_until="networkidle")
         model = page.locator(".ls-explorer")
         longest = page.evaluate(f"window.lessonsModels[{model_id!r}].max_len")
-        text = page.evaluate(f"window.lessonsModels[{model_id!r}].chars").replace("\n", "")
+        text = "".join(c for c in page.evaluate(f"window.lessonsModels[{model_id!r}].chars") if c != "\n")
         model.locator("textarea").fill((text * longest)[:longest])
         overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
         assert overflow <= 0, f"{page_path}: with the explorer full, the page is {overflow} px wider than a phone"
