@@ -250,7 +250,7 @@ def _largest_differences(ours, theirs):
 
 
 @pytest.mark.parametrize("page_path", EXPLORER_PAGES)
-def test_the_model_explorer_runs_the_pages_model_in_the_browser(site, server, browser, page_path):
+def test_the_model_explorer_runs_the_pages_model_in_the_browser(server, browser, page_path):
     """The built page holds the model its notebook trained: the reader types, the figure follows, and the
     page's JavaScript forward equals PyTorch's numbers, computed by the notebook on a fixed text and embedded
     by ``ModelExplorer(reference_text=...)``, to 1e-4 in the logits and every head's weights. Printed: the
