@@ -279,7 +279,11 @@ class ModelExplorer:
     ``window.lessonsModels`` (default: from a hash of the weights); ``precision`` ``"auto"`` (float32,
     float16 above ``MAX_HTML_BYTES_FLOAT32``), ``"float32"`` or ``"float16"``; ``seed`` the sampler's seed;
     ``max_chars`` the longest text read at all (pasted text is cut to its last ``max_chars`` first);
-    ``layer`` (from 0, shown from 1) and ``head`` the head shown large at first.
+    ``layer`` (from 0, shown from 1) and ``head`` the head shown large at first; ``reference_text``: a text on
+    which :meth:`forward` (PyTorch) is run now and its numbers embedded in the HTML, in a
+    ``<script type="application/json" class="lsx-reference">`` (``{"text", "tokens", "logits", "attention"}``,
+    rounded to 1e-6), so that a test of the built site can compare the page's JavaScript with PyTorch's numbers
+    from the notebook that trained the model (default: none embedded).
 
     :meth:`forward` runs the torch model on a text the way the page does; :meth:`to_html` is the page.
     Taught in the chapter "A language model and its heads".
@@ -288,7 +292,8 @@ class ModelExplorer:
     def __init__(self, model: LanguageModel | DecoderLM, tokenizer: CharTokenizer, *, text: str | None = None,
                  max_len: int | None = None, top_k: int | None = None, temperature: float = 1.0, continue_chars: int = 40,
                  alt: str | None = None, id: str | None = None, precision: str = "auto", seed: int = 0,
-                 max_chars: int | None = None, layer: int = 0, head: int = 0) -> None:
+                 max_chars: int | None = None, layer: int = 0, head: int = 0,
+                 reference_text: str | None = None) -> None:
         where = "ModelExplorer"
         if isinstance(model, LanguageModel):
             spec = _spec_language_model(model)
@@ -334,6 +339,8 @@ class ModelExplorer:
                                  f"got {value!r}")
         if text is not None and not isinstance(text, str):
             raise ValueError(f"{where}: text must be a str, got {type(text).__name__}")
+        if reference_text is not None and (not isinstance(reference_text, str) or not reference_text):
+            raise ValueError(f"{where}: reference_text must be a non-empty str, got {reference_text!r}")
         if alt is not None and not isinstance(alt, str):
             raise ValueError(f"{where}: alt must be a str, got {type(alt).__name__}")
         self.model, self.tokenizer, self.spec = model, tokenizer, spec
@@ -346,6 +353,8 @@ class ModelExplorer:
         self.precision = precision
         self._payload = self._pack(precision)
         self.id = id or "m" + hashlib.sha1(self._payload[1].encode("ascii")).hexdigest()[:12]
+        self.reference_text = reference_text
+        self._reference = None if reference_text is None else self._reference_json(reference_text)
         self._widget = None
 
     # -- the text the model reads ----------------------------------------------------------------
@@ -453,6 +462,16 @@ class ModelExplorer:
         self._weight_error = 0.0
         return dtype, f32
 
+    def _reference_json(self, text: str) -> str:
+        """PyTorch's forward on ``text`` as JSON for the page (numbers rounded to 1e-6), safe inside a script tag."""
+        result = self.forward(text)
+        reference = {"text": result["text"], "tokens": result["tokens"],
+                     "logits": np.round(result["logits"].astype(np.float64), 6).tolist(),
+                     "attention": [[np.round(a.astype(np.float64), 6).tolist() for a in layer]
+                                   for layer in result["attention"]]}
+        packed = json.dumps(reference, ensure_ascii=True, separators=(",", ":"))
+        return packed.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
     def config(self) -> dict[str, Any]:
         """The JSON the page's script reads: the architecture, the tensors' places and the interface."""
         offsets, start = [], 0
@@ -475,6 +494,8 @@ class ModelExplorer:
                          for i in range(meta["num_layers"]))
         heads = "".join(f'<option value="{h}"{" selected" * (h == self.head)}>{h}</option>'
                         for h in range(meta["num_heads"]))
+        reference = ("" if self._reference is None else
+                     f'<script type="application/json" class="lsx-reference">{self._reference}</script>')
         e = html.escape
         return (
             f'<div class="ls-explorer" id="{uid}" data-model-id="{e(self.id)}" role="group" '
@@ -504,6 +525,7 @@ class ModelExplorer:
             f'<figure class="lsx-all"><figcaption>Every head (rows: layers; click one to enlarge it)</figcaption>'
             f'<div class="lsx-scroll"><div class="lsx-grid"></div></div></figure>'
             f'<script type="application/json" class="lsx-config">{config}</script>'
+            f"{reference}"
             f'<script>(function(){{"use strict";var root=document.getElementById("{uid}");{script}}})();</script>'
             f"</div>"
         )

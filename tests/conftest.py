@@ -42,7 +42,12 @@ def _not_strict(monkeypatch):
 def site():
     """Build the website once per test session, as scripts/site.sh does (scripts/book.py: -W, and
     the pages the launch stage executed with this code come from its executions); return _build/html.
+
+    With ``LESSONS_SITE_HTML`` set to the html folder of a site already built, that site is tested as
+    it is and not built again (to rerun the site tests against one build: the build executes every page).
     """
+    if os.environ.get("LESSONS_SITE_HTML"):
+        return Path(os.environ["LESSONS_SITE_HTML"])
     proc = book.build(capture=True)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]  # -W: any warning fails
     return ROOT / "_build" / "html"

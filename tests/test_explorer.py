@@ -125,6 +125,8 @@ def test_refuses_what_it_cannot_run(lm):
     (dict(text=3), "text must be a str, got int"),
     (dict(layer=2), r"layer must be an int from 0 to 1 \(the model has 2\), got 2"),
     (dict(head=-1), "head must be an int from 0 to 3"),
+    (dict(reference_text=""), "reference_text must be a non-empty str"),
+    (dict(reference_text=b"the"), "reference_text must be a non-empty str"),
 ])
 def test_bad_arguments_name_the_fault(lm, kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -288,6 +290,23 @@ def test_html_is_self_contained(lm):
     assert html.count("</script>") == 2  # the config and the code; the text is escaped
     assert "window.lessonsModels[cfg.id]" in html and '"id": "demo"' in html
     assert 'aria-label="attention weights"' in html and "<label" in html
+
+
+def test_a_reference_text_embeds_pytorchs_numbers_for_the_site_tests(lm):
+    """tests/test_site.py compares the built page's JavaScript with these numbers, computed by the notebook."""
+    import json
+    import re
+
+    assert "lsx-reference" not in ModelExplorer(lm, TOKENIZER).to_html()  # none by default
+    explorer = ModelExplorer(lm, TOKENIZER, text="the cat", reference_text="the <b>cat</b> & é")
+    html = explorer.to_html()
+    assert html.count("</script>") == 3  # the config, the reference and the code: the text is escaped
+    embedded = json.loads(re.search(r'<script type="application/json" class="lsx-reference">(.*?)</script>',
+                                    html).group(1))
+    expected = explorer.forward("the <b>cat</b> & é")
+    assert embedded["text"] == expected["text"] == "the bcatb  " and embedded["tokens"] == expected["tokens"]
+    logits, attention = max_differences(embedded, expected)
+    assert logits <= 5e-7 and attention <= 5e-7, (logits, attention)
 
 
 def test_the_bundle_has_the_widget_and_the_html(lm):

@@ -5,9 +5,11 @@ Marked `site`: scripts/test.sh runs these last. Screenshots go to tests/artifact
 import functools
 import html as html_lib
 import http.server
+import json
 import os
 import re
 import threading
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -19,7 +21,7 @@ import book  # scripts/, on sys.path (tests/conftest.py)
 
 pytestmark = pytest.mark.site
 
-HTML = ROOT / "_build" / "html"
+HTML = Path(os.environ.get("LESSONS_SITE_HTML") or ROOT / "_build" / "html")  # as the `site` fixture (conftest.py)
 SCREENSHOTS = ROOT / "tests" / "artifacts" / "pages"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -221,3 +223,79 @@ def test_solutions_are_hidden_until_asked(server, browser, page_path):
         assert code.is_visible()
     finally:
         context.close()
+
+
+# -- the model explorer: the trained model, in the reader's browser ---------------------------------------------
+
+EXPLORER_PAGES = ["book/14_language_model", "book/15_induction_heads", "book/16_modern_block"]
+JS_FORWARD = """([id, text]) => {
+    const r = window.lessonsModels[id].forward(text);
+    return {tokens: Array.from(r.tokens), text: r.text,
+            logits: r.logits.map(row => Array.from(row)),
+            attention: r.attention.map(layer => layer.map(head => head.map(row => Array.from(row))))};
+}"""
+EXPLORER_STATE = """root => ({big: root.querySelector('canvas.lsx-big').toDataURL(),
+    small: [...root.querySelectorAll('.lsx-grid canvas')].map(c => c.toDataURL()).join('|'),
+    bars: root.querySelector('.lsx-bar-list').innerText, redraws: Number(root.dataset.redraws)})"""
+
+
+def _largest_differences(ours, theirs):
+    """Largest absolute difference of the logits, and of any head's weights, between two forwards."""
+    logits = max((abs(a - b) for row_a, row_b in zip(ours["logits"], theirs["logits"]) for a, b in zip(row_a, row_b)),
+                 default=0.0)
+    attention = max((abs(a - b) for layer_a, layer_b in zip(ours["attention"], theirs["attention"])
+                     for head_a, head_b in zip(layer_a, layer_b) for row_a, row_b in zip(head_a, head_b)
+                     for a, b in zip(row_a, row_b)), default=0.0)
+    return logits, attention
+
+
+@pytest.mark.parametrize("page_path", EXPLORER_PAGES)
+def test_the_model_explorer_runs_the_pages_model_in_the_browser(server, browser, page_path):
+    """The built page holds the model its notebook trained: the reader types, the figure follows, and the
+    page's JavaScript forward equals PyTorch's numbers, computed by the notebook on a fixed text and embedded
+    by ``ModelExplorer(reference_text=...)``, to 1e-4 in the logits and every head's weights. Printed: the
+    largest differences (``-s``). At 390 px, with the box full (the widest heatmap), the page never scrolls
+    sideways."""
+    context, page, problems = _open(browser, server, page_path)
+    try:
+        explorer = page.locator(".ls-explorer")
+        assert explorer.count() == 1, f"{page_path}: expected one model explorer, found {explorer.count()}"
+        model_id = explorer.get_attribute("data-model-id")
+        assert explorer.locator("script.lsx-reference").count() == 1, (
+            f"{page_path}: the explorer embeds no PyTorch reference (ModelExplorer(..., reference_text=...))")
+        reference = json.loads(explorer.locator("script.lsx-reference").text_content())
+        ours = page.evaluate(JS_FORWARD, [model_id, reference["text"]])
+        assert ours["tokens"] == reference["tokens"] and ours["text"] == reference["text"]
+        logits, attention = _largest_differences(ours, reference)
+        heads = sum(len(layer) for layer in reference["attention"])
+        print(f"{page_path}: JavaScript on the built page vs the notebook's PyTorch, {len(reference['tokens'])} "
+              f"characters, {heads} heads: logits {logits:.1e}, attention {attention:.1e}")
+        assert logits < 1e-4 and attention < 1e-4, f"{page_path}: logits {logits:.2e}, attention {attention:.2e}"
+
+        box = explorer.locator("textarea")
+        box.scroll_into_view_if_needed()
+        box.click()
+        page.keyboard.press("Control+End")
+        before = explorer.evaluate(EXPLORER_STATE)
+        typed = next(c for c in "eaAt" if c in page.evaluate(f"window.lessonsModels[{model_id!r}].chars"))
+        page.keyboard.type(typed * 3)  # three keystrokes, each a forward pass and a redraw
+        after = explorer.evaluate(EXPLORER_STATE)
+        assert after["redraws"] == before["redraws"] + 3, f"{page_path}: {after['redraws'] - before['redraws']} redraws"
+        for part in ("big", "small", "bars"):
+            assert after[part] != before[part], f"{page_path}: typing left the {part} figure unchanged"
+        assert problems == [], problems
+    finally:
+        context.close()
+
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True)
+    try:
+        page = phone.new_page()
+        page.goto(f"{server}/{page_path}.html", wait_until="networkidle")
+        model = page.locator(".ls-explorer")
+        longest = page.evaluate(f"window.lessonsModels[{model_id!r}].max_len")
+        text = "".join(c for c in page.evaluate(f"window.lessonsModels[{model_id!r}].chars") if c != "\n")
+        model.locator("textarea").fill((text * longest)[:longest])
+        overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert overflow <= 0, f"{page_path}: with the explorer full, the page is {overflow} px wider than a phone"
+    finally:
+        phone.close()
