@@ -26,6 +26,8 @@ next to it, tested in ``tests/test_figures.py``. A chapter shows the idea and on
 - ``modern_block.ladder_explorer``: from the 2017 block to a Llama-style one, step by step
 - ``modern_block.shift_explorer``: one head's scores as every position shifts, rotary inside
   attention against sinusoidal vectors added to the input
+- ``latent_attention.cache_explorer``: the KV cache of MHA, GQA, MQA and MLA by latent width and
+  context length
 
 Not a chapter's module, so not in ``__all__``: ``diagrams``, the static block diagrams of multi-head
 attention, the post-LN and pre-LN encoder blocks, the decoder block, and the 2017 block beside a
@@ -53,4 +55,5 @@ __all__ = [
     "language_model",
     "induction_heads",
     "modern_block",
+    "latent_attention",
 ]
