@@ -23,7 +23,7 @@ the attention holds (a latent ``c`` of ``kv_lora_rank`` numbers and one rotary k
 - :func:`mla_cache_elements`: numbers cached per token and layer for MHA, GQA, MQA and MLA.
 
 The score of query ``i`` and key ``j`` in head ``h`` is
-``(q^C_{h,i} · k^C_{h,j} + q^R_{h,i} · k^R_j) / sqrt(d_h^C + d_R)`` with ``k^C_{h,j} = W_UK^h c_j`` and
+``(q^C_{h,i} · k^C_{h,j} + q^R_{h,i} · k^R_j) / sqrt(d_k + d_R)`` with ``k^C_{h,j} = c_j W_UK^(h)`` and
 ``k^R_j`` rotated at position ``j`` (DeepSeek-V2, eqs. 9-19). Taught in the chapter "Multi-head latent
 attention".
 """
@@ -54,7 +54,7 @@ LATENT_NORM_EPS = 1e-6
 class MLAConfig:
     """The sizes of a decoder with multi-head latent attention; checked when made.
 
-    ``kv_lora_rank`` is d_c, the latent's width; ``qk_nope_head_dim`` d_h^C, the part of each head's query
+    ``kv_lora_rank`` is d_c, the latent's width; ``qk_nope_head_dim`` d_k, the part of each head's query
     and key without positions (its key comes from the latent); ``qk_rope_head_dim`` d_R, the rotary part
     (its key is one per token, shared by every head); ``v_head_dim`` d_v, each head's value width;
     ``q_lora_rank`` d'_c, the query's latent width, or None for a plain ``q_proj``. DeepSeek's names, so a
@@ -105,7 +105,7 @@ class MLAConfig:
 
     @property
     def qk_head_dim(self) -> int:
-        """d_h^C + d_R: the width of each head's query and key, and of the softmax scale 1/sqrt(it)."""
+        """d_k + d_R: the width of each head's query and key, and of the softmax scale 1/sqrt(it)."""
         return self.qk_nope_head_dim + self.qk_rope_head_dim
 
     @property
@@ -159,10 +159,10 @@ def absorbed_scores(query_nope: Tensor, query_rope: Tensor, latent: Tensor, rope
                     w_uk: Tensor) -> Tensor:
     """Scaled scores of queries against a cached latent, with ``W_UK`` folded into the query.
 
-    ``query_nope (B, H, L, d_h^C)`` and ``query_rope (B, H, L, d_R)`` (already rotated), the cached
+    ``query_nope (B, H, L, d_k)`` and ``query_rope (B, H, L, d_R)`` (already rotated), the cached
     ``latent (B, T, d_c)`` and ``rope_key (B, T, d_R)`` (already rotated), and the key up-projection
-    ``w_uk (H, d_h^C, d_c)``. Returns ``(B, H, L, T)``: ``((q^C W_UK) · c_j + q^R · k^R_j) / sqrt(d_h^C + d_R)``,
-    equal to the scores against the keys ``k^C_{h,j} = W_UK^h c_j`` that are never built. Before the
+    ``w_uk (H, d_k, d_c)``. Returns ``(B, H, L, T)``: ``((q^C W_UK) · c_j + q^R · k^R_j) / sqrt(d_k + d_R)``,
+    equal to the scores against the keys ``k^C_{h,j} = c_j W_UK^(h)`` that are never built. Before the
     mask and the softmax. Taught in the chapter "Multi-head latent attention".
     """
     where = "absorbed_scores"
@@ -178,7 +178,7 @@ def absorbed_scores(query_nope: Tensor, query_rope: Tensor, latent: Tensor, rope
         raise ValueError(f"{where}: latent {tuple(latent.shape)} and rope_key {tuple(rope_key.shape)} must be "
                          f"(B={B}, T, d_c) and (B={B}, T, d_R={query_rope.size(3)})")
     if w_uk.shape != (H, d_nope, latent.size(2)):
-        raise ValueError(f"{where}: w_uk must be (H={H}, d_h^C={d_nope}, d_c={latent.size(2)}), "
+        raise ValueError(f"{where}: w_uk must be (H={H}, d_k={d_nope}, d_c={latent.size(2)}), "
                          f"got {tuple(w_uk.shape)}")
     query_latent = torch.einsum("bhln,hnc->bhlc", query_nope, w_uk)  # (B, H, L, d_c): W_UK folded in
     scores = query_latent @ latent.unsqueeze(1).transpose(-2, -1)  # (B, H, L, T)
@@ -217,10 +217,10 @@ class MultiHeadLatentAttention(nn.Module):
         self.register_buffer("rope_sin", sin, persistent=False)
 
     def up_projections(self) -> tuple[Tensor, Tensor]:
-        """``W_UK (H, d_h^C, d_c)`` and ``W_UV (H, d_v, d_c)``, the two halves of ``kv_b_proj`` per head."""
+        """``W_UK (H, d_k, d_c)`` and ``W_UV (H, d_v, d_c)``, the two halves of ``kv_b_proj`` per head."""
         c = self.config
         w = self.kv_b_proj.weight.view(c.num_heads, c.qk_nope_head_dim + c.v_head_dim, c.kv_lora_rank)
-        return w[:, : c.qk_nope_head_dim], w[:, c.qk_nope_head_dim :]  # (H, d_h^C, d_c), (H, d_v, d_c)
+        return w[:, : c.qk_nope_head_dim], w[:, c.qk_nope_head_dim :]  # (H, d_k, d_c), (H, d_v, d_c)
 
     def forward(self, x: Tensor, cache: LatentCache | None = None, absorbed: bool = False) -> Tensor:
         c = self.config
@@ -234,7 +234,7 @@ class MultiHeadLatentAttention(nn.Module):
         if past + L_new > c.max_len:
             raise ValueError(f"MultiHeadLatentAttention: positions up to {past + L_new - 1}, beyond max_len={c.max_len}")
         query = self.q_proj(x) if c.q_lora_rank is None else self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
-        query = query.view(B, L_new, c.num_heads, c.qk_head_dim).transpose(1, 2)  # (B, H, L_new, d_h^C + d_R)
+        query = query.view(B, L_new, c.num_heads, c.qk_head_dim).transpose(1, 2)  # (B, H, L_new, d_k + d_R)
         query_nope, query_rope = query.split([c.qk_nope_head_dim, c.qk_rope_head_dim], dim=-1)
         latent, rope_key = self.kv_a_proj_with_mqa(x).split([c.kv_lora_rank, c.qk_rope_head_dim], dim=-1)
         latent = self.kv_a_layernorm(latent)  # (B, L_new, d_c); the rotary key is not normalised
@@ -254,9 +254,9 @@ class MultiHeadLatentAttention(nn.Module):
             kv = self.kv_b_proj(latent).view(B, T, c.num_heads, c.qk_nope_head_dim + c.v_head_dim)
             key_nope, value = kv.transpose(1, 2).split([c.qk_nope_head_dim, c.v_head_dim], dim=-1)  # (B, H, T, .)
             key = torch.cat([key_nope, rope_key.unsqueeze(1).expand(B, c.num_heads, T, c.qk_rope_head_dim)],
-                            dim=-1)  # (B, H, T, d_h^C + d_R): the rotary key shared by every head
+                            dim=-1)  # (B, H, T, d_k + d_R): the rotary key shared by every head
             out = F.scaled_dot_product_attention(torch.cat([query_nope, query_rope], dim=-1), key, value,
-                                                 attn_mask=allowed)  # (B, H, L_new, d_v), scale 1/sqrt(d_h^C + d_R)
+                                                 attn_mask=allowed)  # (B, H, L_new, d_v), scale 1/sqrt(d_k + d_R)
         return self.o_proj(out.transpose(1, 2).reshape(B, L_new, c.num_heads * c.v_head_dim))
 
 

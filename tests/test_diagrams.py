@@ -52,7 +52,7 @@ EXPECTED = {
     "latent_attention": [
         "input $X$", "$(B, L, D)$", "q_proj (or q_a_proj, q_b_proj)", "kv_a_proj_with_mqa", "$(B, L, d_c + d_R)$",
         "kv_a_layernorm", "latent $c$: $(B, L, d_c)$", "$k^R$: $(B, L, d_R)$", "latent cache: $c_j$ and $k^R_j$",
-        "$(B, T, d_c + d_R)$", "kv_b_proj (plain form)", "o_proj",
+        "$(B, L_k, d_c + d_R)$", "kv_b_proj (plain form)", "o_proj",
     ],
 }
 ALTS = {"multi_head_attention": diagrams.MULTI_HEAD_ATTENTION_ALT, "encoder_blocks": diagrams.ENCODER_BLOCKS_ALT,
@@ -71,7 +71,7 @@ ALT_MENTIONS = {
                                    "(B, L, d_ff)", "sinusoidal", "RMSNorm", "SwiGLU", "RoPE", "not V", "q_proj",
                                    "o_proj", "gate_proj", "input_layernorm", "post_attention_layernorm", "lm_head",
                                    "no biases", "N times", "top to bottom"],
-    "latent_attention": ["(B, L, D)", "(B, L, d_c)", "(B, L, d_R)", "(B, T, d_c + d_R)", "kv_a_proj_with_mqa",
+    "latent_attention": ["(B, L, D)", "(B, L, d_c)", "(B, L, d_R)", "(B, L_k, d_c + d_R)", "kv_a_proj_with_mqa",
                          "kv_b_proj", "W_UK", "W_UV", "shared by every head", "top to bottom"],
 }
 

@@ -86,7 +86,7 @@ def test_a_hugging_face_deepseek_checkpoint_loads_and_decodes_alike(seed, q_lora
 
 
 def test_a_wrong_scale_or_rotary_layout_would_show():
-    """The check above can fail: scaling by 1/sqrt(d_h^C) alone, or rotating in the rotate-half layout,
+    """The check above can fail: scaling by 1/sqrt(d_k) alone, or rotating in the rotate-half layout,
     gives logits far from Hugging Face's."""
     hf = _tiny_hf_deepseek(0, None)
     ours = MLADecoderLM.from_deepseek_state_dict(hf.state_dict(), MLAConfig(**SIZES)).eval()
@@ -101,7 +101,7 @@ def test_a_wrong_scale_or_rotary_layout_would_show():
             assert (ours(tokens) - expected).abs().max() > 0.1
         finally:
             mla.apply_rope = original
-        for layer in ours.layers:  # scale the queries so the scores are divided by sqrt(d_h^C) only
+        for layer in ours.layers:  # scale the queries so the scores are divided by sqrt(d_k) only
             layer.self_attn.q_proj.weight.mul_(math.sqrt(14 / 8))
         assert (ours(tokens) - expected).abs().max() > 0.1
 
@@ -207,7 +207,7 @@ def test_bad_inputs_are_named():
         cache.append(torch.zeros(1, 1, 12), torch.zeros(1, 1, 6))
     with pytest.raises(ValueError, match="matching"):
         cache.append(torch.zeros(2, 3, 12), torch.zeros(2, 2, 6))
-    with pytest.raises(ValueError, match=r"w_uk must be \(H=3, d_h\^C=5, d_c=6\)"):
+    with pytest.raises(ValueError, match=r"w_uk must be \(H=3, d_k=5, d_c=6\)"):
         absorbed_scores(torch.zeros(1, 3, 2, 5), torch.zeros(1, 3, 2, 4), torch.zeros(1, 7, 6), torch.zeros(1, 7, 4),
                         torch.zeros(3, 6, 5))
     with pytest.raises(ValueError, match="expected a DeepseekV3ForCausalLM state dict"):

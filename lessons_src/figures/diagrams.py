@@ -476,13 +476,13 @@ def original_and_modern_blocks() -> Figure:
 LATENT_ATTENTION_ALT = (
     "Block diagram of multi-head latent attention, read from top to bottom. The input X, shape (B, L, D), goes "
     "two ways. Left, the queries: q_proj (or, with a compressed query, q_a_proj, q_a_layernorm and q_b_proj) "
-    "gives per head a part without positions q^C, (B, H, L, d_h^C), and a rotary part q^R, (B, H, L, d_R), which "
+    "gives per head a part without positions q^C, (B, H, L, d_k), and a rotary part q^R, (B, H, L, d_R), which "
     "RoPE turns by position. Right, the keys and values: kv_a_proj_with_mqa gives, per token, d_c + d_R numbers; "
     "kv_a_layernorm normalises the first d_c, the latent c, (B, L, d_c); RoPE turns the other d_R, the rotary key "
     "k^R, (B, L, d_R), one per token shared by every head. Only these two go into the latent cache, (B, T, d_c + "
-    "d_R) for T cached tokens. Plain form: kv_b_proj projects the cached latent up to each head's key k^C, "
-    "(B, H, T, d_h^C), and value, (B, H, T, d_v). Attention takes the scores (q^C k^C + q^R k^R) / sqrt(d_h^C + "
-    "d_R), (B, H, L, T), their softmax and the weighted values; o_proj maps the H d_v numbers back to (B, L, D). "
+    "d_R) for L_k cached tokens. Plain form: kv_b_proj projects the cached latent up to each head's key k^C, "
+    "(B, H, L_k, d_k), and value, (B, H, L_k, d_v). Attention takes the scores (q^C k^C + q^R k^R) / sqrt(d_k + "
+    "d_R), (B, H, L, L_k), their softmax and the weighted values; o_proj maps the H d_v numbers back to (B, L, D). "
     "A note says that the absorbed form folds W_UK into the query and W_UV into the output, so kv_b_proj is "
     "never applied to the cache."
 )
@@ -499,7 +499,7 @@ def latent_attention() -> Figure:
             ha="center", va="center", fontsize=TITLE_PT, weight="bold")
     x_in = _box(ax, 3.6, 0.95, 1.7, "input $X$", "$(B, L, D)$")
     left, right = 1.55, 5.1
-    query = _box(ax, left, 1.95, 2.9, "q_proj (or q_a_proj, q_b_proj)", "$q^C, q^R$: $(B, H, L, d_h^C + d_R)$",
+    query = _box(ax, left, 1.95, 2.9, "q_proj (or q_a_proj, q_b_proj)", "$q^C, q^R$: $(B, H, L, d_k + d_R)$",
                  color=LINEAR)
     compress = _box(ax, right, 1.95, 3.6, "kv_a_proj_with_mqa", "$(B, L, d_c + d_R)$", color=LINEAR)
     _arrow(ax, (x_in.x - 0.5, x_in.bottom[1]), (x_in.x - 0.5, 1.45), (left, 1.45), query.top)
@@ -510,13 +510,13 @@ def latent_attention() -> Figure:
     _arrow(ax, query.bottom, rope_query.top)
     _arrow(ax, (latent.x, compress.bottom[1]), latent.top)
     _arrow(ax, (rope_key.x, compress.bottom[1]), rope_key.top)
-    cache = _box(ax, right, 3.95, 3.6, "latent cache: $c_j$ and $k^R_j$", "$(B, T, d_c + d_R)$", color=RESHAPE)
+    cache = _box(ax, right, 3.95, 3.6, "latent cache: $c_j$ and $k^R_j$", "$(B, L_k, d_c + d_R)$", color=RESHAPE)
     _arrow(ax, latent.bottom, (latent.x, cache.top[1]))
     _arrow(ax, rope_key.bottom, (rope_key.x, cache.top[1]))
-    up = _box(ax, right - 0.5, 4.95, 2.6, "kv_b_proj (plain form)", "$k^C, v$: $(B, H, T, d_h^C)$, $d_v$",
+    up = _box(ax, right - 0.5, 4.95, 2.6, "kv_b_proj (plain form)", "$k^C, v$: $(B, H, L_k, d_k)$, $d_v$",
               color=LINEAR)
     _arrow(ax, (up.x, cache.bottom[1]), up.top)
-    attend = _box(ax, 3.6, 6.0, 4.6, "$(q^C k^{C\\top} + q^R k^{R\\top}) / \\sqrt{d_h^C + d_R}$",
+    attend = _box(ax, 3.6, 6.0, 4.6, "$(q^C k^{C\\top} + q^R k^{R\\top}) / \\sqrt{d_k + d_R}$",
                   "softmax, weighted values: $(B, H, L, d_v)$", color=ATTENTION)
     _arrow(ax, rope_query.bottom, (left, attend.top[1]))
     _arrow(ax, up.bottom, (up.x, attend.top[1]))
