@@ -479,7 +479,7 @@ LATENT_ATTENTION_ALT = (
     "gives per head a part without positions q^C, (B, H, L, d_k), and a rotary part q^R, (B, H, L, d_R), which "
     "RoPE turns by position. Right, the keys and values: kv_a_proj_with_mqa gives, per token, d_c + d_R numbers; "
     "kv_a_layernorm normalises the first d_c, the latent c, (B, L, d_c); RoPE turns the other d_R, the rotary key "
-    "k^R, (B, L, d_R), one per token shared by every head. Only these two go into the latent cache, (B, T, d_c + "
+    "k^R, (B, L, d_R), one per token shared by every head. Only these two go into the latent cache, (B, L_k, d_c + "
     "d_R) for L_k cached tokens. Plain form: kv_b_proj projects the cached latent up to each head's key k^C, "
     "(B, H, L_k, d_k), and value, (B, H, L_k, d_v). Attention takes the scores (q^C k^C + q^R k^R) / sqrt(d_k + "
     "d_R), (B, H, L, L_k), their softmax and the weighted values; o_proj maps the H d_v numbers back to (B, L, D). "
