@@ -181,8 +181,10 @@ def absorbed_scores(query_nope: Tensor, query_rope: Tensor, latent: Tensor, rope
         raise ValueError(f"{where}: w_uk must be (H={H}, d_k={d_nope}, d_c={latent.size(2)}), "
                          f"got {tuple(w_uk.shape)}")
     query_latent = torch.einsum("bhln,hnc->bhlc", query_nope, w_uk)  # (B, H, L, d_c): W_UK folded in
-    scores = query_latent @ latent.unsqueeze(1).transpose(-2, -1)  # (B, H, L, T)
-    scores = scores + query_rope @ rope_key.unsqueeze(1).transpose(-2, -1)  # (B, H, L, T): shared rotary key
+    # Every head reads the same latents and rotary keys, as the heads of MQA read one key head:
+    # (B, H·L, d_c) @ (B, d_c, T), with no copy of the cache per head.
+    scores = torch.einsum("bhlc,btc->bhlt", query_latent, latent)  # (B, H, L, T)
+    scores = scores + torch.einsum("bhlr,btr->bhlt", query_rope, rope_key)  # (B, H, L, T): shared rotary key
     return scores / math.sqrt(d_nope + query_rope.size(3))
 
 
@@ -247,7 +249,7 @@ class MultiHeadLatentAttention(nn.Module):
         if absorbed:
             scores = absorbed_scores(query_nope, query_rope, latent, rope_key, w_uk)  # (B, H, L_new, T)
             weights = scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1)  # (B, H, L_new, T)
-            mixed_latent = weights @ latent.unsqueeze(1)  # (B, H, L_new, d_c)
+            mixed_latent = torch.einsum("bhlt,btc->bhlc", weights, latent)  # (B, H, L_new, d_c)
             out = torch.einsum("bhlc,hvc->bhlv", mixed_latent, w_uv)  # (B, H, L_new, d_v): W_UV after the sum
         else:
             T = latent.size(1)
