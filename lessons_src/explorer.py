@@ -178,8 +178,10 @@ def _spec_language_model(model: LanguageModel) -> _Spec:
 
 
 def _check_config(config: DecoderConfig) -> None:
-    names = [f.name for f in dataclasses.fields(config)]
-    unknown = [n for n in names if n not in _SUPPORTED_SWITCHES]
+    # A switch the JavaScript does not know is refused only when it is on (not at its default): a new
+    # DecoderConfig field left at its default changes nothing the forward computes.
+    unknown = [f.name for f in dataclasses.fields(config) if f.name not in _SUPPORTED_SWITCHES
+               and f.default is not dataclasses.MISSING and getattr(config, f.name) != f.default]
     if unknown:
         raise ValueError(f"ModelExplorer: DecoderConfig switch(es) {unknown} are not supported by the JavaScript "
                          "forward; add them to lessons_src/explorer.py and lessons_src/data/explorer.js")

@@ -151,9 +151,11 @@ def test_an_unsupported_switch_is_named():
 
     @dataclasses.dataclass(frozen=True)
     class NewConfig(DecoderConfig):
-        sliding_window: int = 4
+        sliding_window: int | None = None
 
     model.config = NewConfig(vocab_size=TOKENIZER.vocab_size, max_len=8)
+    ModelExplorer(model, TOKENIZER)  # a new switch left off changes nothing the forward computes
+    model.config = NewConfig(vocab_size=TOKENIZER.vocab_size, max_len=8, sliding_window=4)
     with pytest.raises(ValueError, match=r"switch\(es\) \['sliding_window'\] are not supported"):
         ModelExplorer(model, TOKENIZER)
 

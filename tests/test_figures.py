@@ -1,13 +1,15 @@
 """lessons_src.figures: every chapter's slider figure built, every frame drawn, every slider alive;
 the small pure functions behind the pictures checked by value."""
 
+import importlib
+import inspect
 import io
 import itertools
-import json
 import math
 from pathlib import Path
 
 import matplotlib
+import nbformat
 
 matplotlib.use("Agg")
 import numpy as np  # noqa: E402
@@ -16,6 +18,7 @@ import torch  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 from PIL import Image  # noqa: E402
 
+import book  # noqa: E402  (scripts/, on sys.path: tests/conftest.py)
 from lessons_src import (  # noqa: E402
     antidiagonal_mass,
     apply_rope,
@@ -46,6 +49,7 @@ from lessons_src.figures import (  # noqa: E402
     tiled_attention,
     training_attention,
 )
+from lessons_src.figures._style import DPI  # noqa: E402
 from lessons_src.widgets import InteractiveFigure  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -217,61 +221,103 @@ def _shift_explorer():
     return modern_block.shift_explorer([0, 3, 10], *_shift_scores([0, 3, 10]))
 
 
-BUILDERS = {
-    "attention_from_scratch": _steer_query,
-    "scaling": _score_explorer,
-    "masking": _mask_explorer,
-    "multi_head_attention": _head_explorer,
-    "training_attention": _emergence_explorer,
-    "encoder_block": _table_explorer,
-    "layer_norm_placement": _depth_explorer,
-    "decoder_and_cross_attention": _cross_attention_explorer,
-    "efficient_attention": _window_explorer,
-    "grouped_query_and_kv_cache": _sharing_explorer,
-    "rotary_embeddings": _rope_explorer,
-    "tiled_attention": _tile_explorer,
-    "alibi": _bias_explorer,
-    "language_model": _temperature_explorer,
-    "induction_heads": _induction_explorer,
-    "modern_block": _ladder_explorer,
-    "latent_attention": _cache_explorer,
+# Every slider figure, by ``<module>.<function>``: (its builder from small inputs above, the name of
+# its alt text constant in the module). A chapter's figure module names the chapter after which it
+# is called (CONTRIBUTING.md, "Add a chapter"); which chapters there are is read from _toc.yml, and
+# test_every_slider_function_has_a_builder_here says which entry a new figure function lacks.
+FIGURES = {
+    "attention_from_scratch.steer_query": (_steer_query, "ALT"),
+    "scaling.score_explorer": (_score_explorer, "ALT"),
+    "masking.mask_explorer": (_mask_explorer, "ALT"),
+    "multi_head_attention.head_explorer": (_head_explorer, "ALT"),
+    "training_attention.emergence_explorer": (_emergence_explorer, "ALT"),
+    "encoder_block.table_explorer": (_table_explorer, "ALT"),
+    "layer_norm_placement.depth_explorer": (_depth_explorer, "ALT"),
+    "decoder_and_cross_attention.cross_attention_explorer": (_cross_attention_explorer, "ALT"),
+    "efficient_attention.window_explorer": (_window_explorer, "ALT"),
+    "grouped_query_and_kv_cache.sharing_explorer": (_sharing_explorer, "ALT"),
+    "rotary_embeddings.rope_explorer": (_rope_explorer, "ALT"),
+    "tiled_attention.tile_explorer": (_tile_explorer, "ALT"),
+    "alibi.bias_explorer": (_bias_explorer, "ALT"),
+    "language_model.temperature_explorer": (_temperature_explorer, "ALT"),
+    "induction_heads.induction_explorer": (_induction_explorer, "ALT"),
+    "modern_block.ladder_explorer": (_ladder_explorer, "ALT"),
+    "modern_block.shift_explorer": (_shift_explorer, "SHIFT_ALT"),
+    "latent_attention.cache_explorer": (_cache_explorer, "ALT"),
 }
-# A chapter's further slider figures: name -> (its chapter's module, the name of its alt text, builder).
-MORE_FIGURES = {
-    "modern_block.shift_explorer": ("modern_block", "SHIFT_ALT", _shift_explorer),
-}
+
+#: ``{topic: "book/<NN>_<topic>"}`` for every chapter of _toc.yml (scripts/book.py reads it).
+CHAPTERS = {page.split("/", 1)[1][3:]: page for page in book.pages("Chapters")}
 
 
 def _pixels(png: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=int)
 
 
-@pytest.fixture(scope="module", params=sorted(BUILDERS) + sorted(MORE_FIGURES))
+@pytest.fixture(scope="module", params=sorted(FIGURES))
 def chapter_figure(request):
     """(the chapter's module name, the name of the figure's alt text constant, the figure)."""
-    if request.param in BUILDERS:
-        return request.param, "ALT", BUILDERS[request.param]()
-    module, alt, build = MORE_FIGURES[request.param]
-    return module, alt, build()
+    build, alt = FIGURES[request.param]
+    return request.param.split(".")[0], alt, build()
 
 
-def test_every_chapter_has_a_figure_module_named_after_it():
+def _module(topic: str):
+    return importlib.import_module(f"lessons_src.figures.{topic}")
+
+
+def _slider_functions(module) -> list[str]:
+    """The public functions of a figure module that return an InteractiveFigure (by their annotation)."""
+    return [name for name, fn in vars(module).items()
+            if inspect.isfunction(fn) and fn.__module__ == module.__name__ and not name.startswith("_")
+            and inspect.signature(fn).return_annotation in (InteractiveFigure, "InteractiveFigure")]
+
+
+def test_the_chapters_are_read_from_the_toc():
+    assert len(CHAPTERS) == len(list((ROOT / "book").glob("[0-9][0-9]_*.ipynb")))
+    assert CHAPTERS["masking"] == "book/03_masking"
+
+
+@pytest.mark.parametrize("topic", sorted(CHAPTERS))
+def test_every_chapter_has_a_figure_module_named_after_it(topic):
+    """Every chapter shows at least one slider figure, built in lessons_src/figures/<topic>.py, whose
+    docstring starts with the chapter's title (CONTRIBUTING.md, "Add a chapter")."""
+    page = CHAPTERS[topic]
+    path = ROOT / "lessons_src" / "figures" / f"{topic}.py"
+    assert path.exists(), (f"{page}.ipynb has no figure module: every chapter shows at least one slider figure, "
+                           f"built by a function of lessons_src/figures/{topic}.py (CONTRIBUTING.md, \"Add a chapter\")")
+    module = _module(topic)
+    title = nbformat.read(ROOT / f"{page}.ipynb", as_version=4).cells[0].source.splitlines()[0]
+    expected = f'Chapter "{title[2:].split(":")[0].strip()}"'
+    assert (module.__doc__ or "").startswith(expected), f"the docstring of {path.relative_to(ROOT)} must start with {expected}"
+    assert _slider_functions(module), (f"lessons_src/figures/{topic}.py has no function annotated "
+                                       "`-> InteractiveFigure`: the chapter's slider figure is built there")
+
+
+def test_every_figure_module_belongs_to_a_chapter():
     import lessons_src.figures as figures
 
-    assert sorted(figures.__all__) == sorted(BUILDERS)
-    chapters = sorted(path.stem[3:] for path in (ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
-    assert chapters == sorted(BUILDERS)
-    for name in BUILDERS:  # and each module's docstring names its chapter by the notebook's title
-        title = json.loads(next((ROOT / "book").glob(f"??_{name}.ipynb")).read_text())["cells"][0]["source"][0]
-        assert globals()[name].__doc__.startswith(f'Chapter "{title[2:].split(":")[0].strip()}"'), name
+    orphans = [f"lessons_src/figures/{name}.py" for name in figures.__all__ if name not in CHAPTERS]
+    assert not orphans, (f"{orphans}: no chapter of _toc.yml is named after these figure modules "
+                         "(book/<NN>_<topic>.ipynb for lessons_src/figures/<topic>.py)")
+
+
+@pytest.mark.parametrize("topic", sorted(CHAPTERS))
+def test_every_slider_function_has_a_builder_here(topic):
+    """Each slider figure is built, drawn and moved below: it needs small inputs, in FIGURES above."""
+    if not (ROOT / "lessons_src" / "figures" / f"{topic}.py").exists():
+        pytest.skip("no figure module (test_every_chapter_has_a_figure_module_named_after_it fails)")
+    missing = [f"{topic}.{name}" for name in _slider_functions(_module(topic)) if f"{topic}.{name}" not in FIGURES]
+    assert not missing, (f"{missing}: add to FIGURES in tests/test_figures.py a builder that calls each with small "
+                         "inputs, and the name of its alt text constant (CONTRIBUTING.md, \"Add a chapter\")")
 
 
 def test_figure_has_its_alt_text(chapter_figure):
     name, alt, figure = chapter_figure
-    module = globals()[name]
-    assert isinstance(figure, InteractiveFigure)
-    assert figure.alt == getattr(module, alt) and len(figure.alt) > 100
-    assert figure.fig.get_dpi() == 80
+    module = _module(name)
+    assert isinstance(figure, InteractiveFigure), f"{name}: a slider figure is an InteractiveFigure"
+    assert figure.alt == getattr(module, alt) and len(figure.alt) > 100, (
+        f"lessons_src/figures/{name}.py: pass alt={alt}, a constant of the module of over 100 characters")
+    assert figure.fig.get_dpi() == DPI, f"lessons_src/figures/{name}.py: pass dpi=DPI (from ._style) to InteractiveFigure"
 
 
 def test_every_frame_renders(chapter_figure):

@@ -120,3 +120,24 @@ def test_every_assert_on_a_page_says_what_it_checks(path):
     (issue 27; CONTRIBUTING.md, "Time on a busy machine")."""
     bare = bare_asserts(path)
     assert not bare, f"{len(bare)} asserts without a message:\n" + "\n".join(bare[:20])
+
+
+PREDICT = '<details class="predict">'
+
+
+def predict_first_questions(path) -> int:
+    """How many "predict first" questions a notebook's markdown asks: each a ``<details class="predict">``
+    whose answer stays hidden until the reader clicks."""
+    return sum(c.source.count(PREDICT) for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")
+
+
+CHAPTERS = [ROOT / f"{page}.ipynb" for page in book.pages("Chapters")]
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
+def test_every_chapter_asks_two_predict_first_questions(path):
+    """Read from the source here; the site stage then clicks each one open in a browser
+    (tests/test_site.py, test_predict_first_answers_open_on_a_click). CONTRIBUTING.md, "Add a chapter"."""
+    found = predict_first_questions(path)
+    assert found >= 2, (f"{path.relative_to(ROOT)} asks {found} predict-first questions, expected 2 or more: a markdown "
+                        f'cell with the question, then {PREDICT}<summary>Show the answer</summary> ... </details>')
