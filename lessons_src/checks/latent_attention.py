@@ -110,7 +110,8 @@ def _cases() -> list[Case]:
 
 
 _SCALE = "divide the sum of both parts by sqrt(d_k + d_R) = sqrt({d_k} + {d_R}): each head's query and key have d_k + d_R numbers."
-_FOLD = "fold W_UK into the query: `torch.einsum('bhk,hkc->bhc', query_nope, w_uk)`, shape (B, H, d_c), then take it against the latents."
+_FOLD = ("fold each head's W_UK into its query, a row of d_c numbers per head "
+         "(`torch.einsum('bhk,hkc->bhc', query_nope, w_uk)`), then take it against the latents.")
 
 MISTAKES = [
     Mistake("the scores are divided by sqrt(d_k), the width of the content part only", _SCALE, _slip(scale="content")),
@@ -119,8 +120,8 @@ MISTAKES = [
     Mistake("the scores are not scaled", _SCALE, _slip(scale="none")),
     Mistake("only the content part is scaled; the rotary part is added unscaled",
             "add the two parts first, then divide the sum by sqrt(d_k + d_R).", _slip(scale="content only")),
-    Mistake("the rotary part is left out", "add `rot(query_rope) @ rope_key.T`: the rotary key is what tells the "
-            "cached positions apart.", _slip(rope=False)),
+    Mistake("the rotary part is left out", "add the rotary part, the rotated query against the cached rotary keys "
+            "(`rot(query_rope) @ rope_key.T`): it is what tells the cached positions apart.", _slip(rope=False)),
     Mistake("the content part (the absorbed query against the latents) is left out", _FOLD, _slip(content=False)),
     Mistake("the query's rotary part is not rotated", "rotate `query_rope` at the newest position, L_k - 1 = "
             "{L_k} - 1, with `apply_rope` (interleaved pairs); the cached keys are already rotated.",
@@ -131,8 +132,8 @@ MISTAKES = [
             "it is, and rotate only the query.", _slip(rotate="twice")),
     Mistake("every head uses head 0's W_UK", "each head has its own up-projection: use `w_uk[h]` for head h (an "
             "einsum over h does it for all heads at once).", _slip(one_w=True)),
-    Mistake("w_uk is used transposed", "w_uk[h] is (d_k, d_c), as `kv_b_proj` stores it: the absorbed query is "
-            "`query_nope[:, h] @ w_uk[h]`, (B, d_c).", _slip(transpose_w=True), when=lambda case: case.info["same"]),
+    Mistake("w_uk is used transposed", "w_uk[h] is (d_k, d_c), as `kv_b_proj` stores it: multiply each head's query by "
+            "w_uk[h] itself, not its transpose (`query_nope[:, h] @ w_uk[h]`, (B, d_c)).", _slip(transpose_w=True), when=lambda case: case.info["same"]),
     Mistake("a softmax was applied: these are the weights, not the scores",
             "return the scaled scores, before any softmax.", _slip(softmax=True)),
 ]
