@@ -323,7 +323,10 @@ class MLADecoderLM(nn.Module):
         ``config`` must carry the checkpoint's sizes (see :class:`MLAConfig`). The names go through
         :func:`rename_hf_deepseek`, and ``load_state_dict`` (strict) names any weight missing or left over
         (a mixture-of-experts layer's ``mlp.experts...`` among them). The rotary pairs are adjacent, as
-        DeepSeek's ``rope_interleave=True``. Taught in the chapter "Multi-head latent attention".
+        DeepSeek's ``rope_interleave=True``; the rotary frequencies are the plain ones (``rope_type="default"``).
+        DeepSeek-V3's released configuration extends its context with YaRN (``rope_type="yarn"``), which
+        rescales the frequencies and the softmax scale; this model does not, so its logits equal the
+        reference's only for a default rotary configuration. Taught in the chapter "Multi-head latent attention".
         """
         if not isinstance(config, MLAConfig):
             raise ValueError(f"from_deepseek_state_dict: config must be an MLAConfig, got {type(config).__name__}")
