@@ -18,6 +18,8 @@ Each module holds one concept and names the chapter that teaches it:
 - ``rotary``: rotary position embeddings (chapter "Rotary position embeddings")
 - ``llm``: RMSNorm, SwiGLU and a decoder block and model with a switch for every change from the 2017
   block to a Llama-style one (chapter "From the original block to a modern LLM block")
+- ``mla``: multi-head latent attention (DeepSeek), its latent cache and the absorbed decode (chapter
+  "Multi-head latent attention")
 - ``alibi``: attention with linear biases, ALiBi (chapter "ALiBi and length extrapolation")
 - ``language_model``: a small decoder-only model, sampling, and the scores of previous-token and
   induction heads (chapters "A language model and its heads" and "Induction heads")
@@ -63,6 +65,16 @@ from .llm import (
     swiglu_width,
 )
 from .masks import causal_mask, padding_mask, sliding_window_mask
+from .mla import (
+    LatentCache,
+    MLAConfig,
+    MLADecoderLayer,
+    MLADecoderLM,
+    MultiHeadLatentAttention,
+    absorbed_scores,
+    mla_cache_elements,
+    rename_hf_deepseek,
+)
 from .multihead import MultiHeadAttention, attn_mask_to_mask, key_padding_mask_to_mask, merge_heads, split_heads
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, sinusoidal_positional_encoding
 from .rotary import apply_rope, rope_frequencies, rope_layout_permutation
@@ -108,6 +120,14 @@ __all__ = [
     "DecoderLayer",
     "DecoderLM",
     "rename_hf_llama",
+    "MLAConfig",
+    "LatentCache",
+    "MultiHeadLatentAttention",
+    "MLADecoderLayer",
+    "MLADecoderLM",
+    "absorbed_scores",
+    "mla_cache_elements",
+    "rename_hf_deepseek",
     "alibi_slopes",
     "alibi_bias",
     "course_text",

@@ -49,10 +49,16 @@ EXPECTED = {
         "RMSNorm (post_attention_layernorm)", "SwiGLU: gate_proj, up_proj, down_proj",
         "$(B, L, d_{ff})$ inside, $d_{ff} \\approx 8D/3$", "norm", "final RMSNorm", "$\\times N$ blocks",
     ],
+    "latent_attention": [
+        "input $X$", "$(B, L, D)$", "q_proj (or q_a_proj, q_b_proj)", "kv_a_proj_with_mqa", "$(B, L, d_c + d_R)$",
+        "kv_a_layernorm", "latent $c$: $(B, L, d_c)$", "$k^R$: $(B, L, d_R)$", "latent cache: $c_j$ and $k^R_j$",
+        "$(B, L_k, d_c + d_R)$", "kv_b_proj (plain form)", "o_proj",
+    ],
 }
 ALTS = {"multi_head_attention": diagrams.MULTI_HEAD_ATTENTION_ALT, "encoder_blocks": diagrams.ENCODER_BLOCKS_ALT,
         "decoder_block": diagrams.DECODER_BLOCK_ALT,
-        "original_and_modern_blocks": diagrams.ORIGINAL_AND_MODERN_BLOCKS_ALT}
+        "original_and_modern_blocks": diagrams.ORIGINAL_AND_MODERN_BLOCKS_ALT,
+        "latent_attention": diagrams.LATENT_ATTENTION_ALT}
 # What the alt text must tell a screen-reader user: the same notation and shapes, in words.
 ALT_MENTIONS = {
     "multi_head_attention": ["(B, L, D)", "(B, H, L_q, d_k)", "(B, H, L_q, L_k)", "softmax", "W_O", "d_k = D / H",
@@ -65,6 +71,8 @@ ALT_MENTIONS = {
                                    "(B, L, d_ff)", "sinusoidal", "RMSNorm", "SwiGLU", "RoPE", "not V", "q_proj",
                                    "o_proj", "gate_proj", "input_layernorm", "post_attention_layernorm", "lm_head",
                                    "no biases", "N times", "top to bottom"],
+    "latent_attention": ["(B, L, D)", "(B, L, d_c)", "(B, L, d_R)", "(B, L_k, d_c + d_R)", "kv_a_proj_with_mqa",
+                         "kv_b_proj", "W_UK", "W_UV", "shared by every head", "top to bottom"],
 }
 
 

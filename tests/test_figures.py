@@ -39,6 +39,7 @@ from lessons_src.figures import (  # noqa: E402
     grouped_query_and_kv_cache,
     induction_heads,
     language_model,
+    latent_attention,
     layer_norm_placement,
     masking,
     modern_block,
@@ -197,6 +198,13 @@ def _ladder_explorer():
     return modern_block.ladder_explorer(names, curves, {"2017": 2.3, "+ pre-LN": 2.31, "+ RoPE": 2.1})
 
 
+LATENT_CONFIG = dict(num_layers=2, num_heads=8, head_dim=16, num_kv_heads=2, qk_rope_head_dim=8, bytes_per_element=2)
+
+
+def _cache_explorer():
+    return latent_attention.cache_explorer(LATENT_CONFIG, [8, 16, 32], [1024, 4096])
+
+
 def _shift_scores(shifts, seq_len=5, d_model=8):
     """One head's (L, L) scores per shift: rotary inside attention, and sinusoidal added to the input."""
     g = torch.Generator().manual_seed(0)
@@ -235,6 +243,7 @@ FIGURES = {
     "induction_heads.induction_explorer": (_induction_explorer, "ALT"),
     "modern_block.ladder_explorer": (_ladder_explorer, "ALT"),
     "modern_block.shift_explorer": (_shift_explorer, "SHIFT_ALT"),
+    "latent_attention.cache_explorer": (_cache_explorer, "ALT"),
 }
 
 #: ``{topic: "book/<NN>_<topic>"}`` for every chapter of _toc.yml (scripts/book.py reads it).
@@ -535,3 +544,10 @@ def test_shift_explorer_shows_each_shifts_scores_and_their_change():
         modern_block.shift_explorer(shifts, {0: rotary[0], 3: rotary[3]}, added)
     with pytest.raises(ValueError, match="must be \\(L, L\\)"):
         modern_block.shift_explorer(shifts, rotary, {**added, 3: added[3][:, :4]})
+
+
+def test_latent_cache_sizes_and_title():
+    gib = {k: latent_attention.cache_gib(k, 16, 1024, LATENT_CONFIG) * 2**30 for k in latent_attention.KINDS}
+    assert gib == {"MHA": 2 * 8 * 16 * 2 * 1024 * 2, "GQA": 2 * 2 * 16 * 2 * 1024 * 2, "MQA": 2 * 16 * 2 * 1024 * 2,
+                   "MLA": (16 + 8) * 2 * 1024 * 2}
+    assert latent_attention.cache_title(16, 1024, LATENT_CONFIG).endswith("1/11 of MHA, 1/2.7 of GQA")

@@ -16,6 +16,7 @@ from .encoder_block import check_pre_ln_encoder
 from .grouped_query_and_kv_cache import check_attend_with_cache, check_expand_kv
 from .induction_heads import check_prefix_matching_score
 from .language_model import check_next_token_probs
+from .latent_attention import check_absorbed_scores
 from .layer_norm_placement import check_warmup_lr
 from .masking import check_document_causal_mask, check_masks
 from .modern_block import check_rms_norm, check_swiglu
@@ -49,4 +50,5 @@ __all__ = [
     "check_prefix_matching_score",
     "check_rms_norm",
     "check_swiglu",
+    "check_absorbed_scores",
 ]

@@ -7,6 +7,8 @@
   (chapter "Decoder blocks and cross-attention")
 - ``original_and_modern_blocks``: the 2017 decoder-only block and a Llama-style block side by side,
   with the checkpoint's parameter names (chapter "From the original block to a modern LLM block")
+- ``latent_attention``: multi-head latent attention, from the input to the latent cache and back
+  (chapter "Multi-head latent attention")
 
 Every box names its operation in the course's notation and the shape of the tensor it returns.
 Data flows from the top down. Colours say what kind of step a box is (blue: a learned linear map,
@@ -40,10 +42,12 @@ __all__ = [
     "ENCODER_BLOCKS_ALT",
     "DECODER_BLOCK_ALT",
     "ORIGINAL_AND_MODERN_BLOCKS_ALT",
+    "LATENT_ATTENTION_ALT",
     "multi_head_attention",
     "encoder_blocks",
     "decoder_block",
     "original_and_modern_blocks",
+    "latent_attention",
 ]
 
 #: 110 dpi: a 7.2-inch diagram is 792 px wide, the width of the page's text column.
@@ -466,4 +470,61 @@ def original_and_modern_blocks() -> Figure:
     frame_bottom = add2.bottom[1] + 0.14
     _frame(ax, x - w / 2 - 0.12, embed.bottom[1] + 0.05, 7.14, frame_bottom, "$\\times N$ blocks",
            (x - w / 2 - 0.02, add2.y), ha="left")
+    return fig
+
+
+LATENT_ATTENTION_ALT = (
+    "Block diagram of multi-head latent attention, read from top to bottom. The input X, shape (B, L, D), goes "
+    "two ways. Left, the queries: q_proj (or, with a compressed query, q_a_proj, q_a_layernorm and q_b_proj) "
+    "gives per head a part without positions q^C, (B, H, L, d_k), and a rotary part q^R, (B, H, L, d_R), which "
+    "RoPE turns by position. Right, the keys and values: kv_a_proj_with_mqa gives, per token, d_c + d_R numbers; "
+    "kv_a_layernorm normalises the first d_c, the latent c, (B, L, d_c); RoPE turns the other d_R, the rotary key "
+    "k^R, (B, L, d_R), one per token shared by every head. Only these two go into the latent cache, (B, L_k, d_c + "
+    "d_R) for L_k cached tokens. Plain form: kv_b_proj projects the cached latent up to each head's key k^C, "
+    "(B, H, L_k, d_k), and value, (B, H, L_k, d_v). Attention takes the scores (q^C k^C + q^R k^R) / sqrt(d_k + "
+    "d_R), (B, H, L, L_k), their softmax and the weighted values; o_proj maps the H d_v numbers back to (B, L, D). "
+    "A note says that the absorbed form folds W_UK into the query and W_UV into the output, so kv_b_proj is "
+    "never applied to the cache."
+)
+
+
+def latent_attention() -> Figure:
+    """Multi-head latent attention as a block diagram: the query path, the latent and rotary key that
+    are cached, the up-projection, attention and ``o_proj``, with the course's notation and shapes.
+
+    Alt text: ``LATENT_ATTENTION_ALT``. Shown in the chapter "Multi-head latent attention".
+    """
+    fig, ax = _canvas(7.2, 7.6)
+    ax.text(3.6, 0.3, "Multi-head latent attention: cache $d_c + d_R$ numbers per token",
+            ha="center", va="center", fontsize=TITLE_PT, weight="bold")
+    x_in = _box(ax, 3.6, 0.95, 1.7, "input $X$", "$(B, L, D)$")
+    left, right = 1.55, 5.1
+    query = _box(ax, left, 1.95, 2.9, "q_proj (or q_a_proj, q_b_proj)", "$q^C, q^R$: $(B, H, L, d_k + d_R)$",
+                 color=LINEAR)
+    compress = _box(ax, right, 1.95, 3.6, "kv_a_proj_with_mqa", "$(B, L, d_c + d_R)$", color=LINEAR)
+    _arrow(ax, (x_in.x - 0.5, x_in.bottom[1]), (x_in.x - 0.5, 1.45), (left, 1.45), query.top)
+    _arrow(ax, (x_in.x + 0.5, x_in.bottom[1]), (x_in.x + 0.5, 1.45), (right, 1.45), compress.top)
+    rope_query = _box(ax, left, 2.95, 2.9, "RoPE on $q^R$ per head", "$(B, H, L, d_R)$", color=ATTENTION)
+    latent = _box(ax, right - 0.95, 2.95, 1.7, "kv_a_layernorm", "latent $c$: $(B, L, d_c)$", color=NORM)
+    rope_key = _box(ax, right + 0.95, 2.95, 1.7, "RoPE", "$k^R$: $(B, L, d_R)$", color=ATTENTION)
+    _arrow(ax, query.bottom, rope_query.top)
+    _arrow(ax, (latent.x, compress.bottom[1]), latent.top)
+    _arrow(ax, (rope_key.x, compress.bottom[1]), rope_key.top)
+    cache = _box(ax, right, 3.95, 3.6, "latent cache: $c_j$ and $k^R_j$", "$(B, L_k, d_c + d_R)$", color=RESHAPE)
+    _arrow(ax, latent.bottom, (latent.x, cache.top[1]))
+    _arrow(ax, rope_key.bottom, (rope_key.x, cache.top[1]))
+    up = _box(ax, right - 0.5, 4.95, 2.6, "kv_b_proj (plain form)", "$k^C, v$: $(B, H, L_k, d_k)$, $d_v$",
+              color=LINEAR)
+    _arrow(ax, (up.x, cache.bottom[1]), up.top)
+    attend = _box(ax, 3.6, 6.0, 4.6, "$(q^C k^{C\\top} + q^R k^{R\\top}) / \\sqrt{d_k + d_R}$",
+                  "softmax, weighted values: $(B, H, L, d_v)$", color=ATTENTION)
+    _arrow(ax, rope_query.bottom, (left, attend.top[1]))
+    _arrow(ax, up.bottom, (up.x, attend.top[1]))
+    bend = attend.top[1] - 0.25
+    _arrow(ax, (6.65, cache.bottom[1]), (6.65, bend), (5.6, bend), (5.6, attend.top[1]))
+    output = _box(ax, 3.6, 7.05, 2.2, "o_proj", "$(B, L, D)$", color=LINEAR)
+    _arrow(ax, attend.bottom, output.top)
+    _note(ax, 0.12, 4.2, "Absorbed form:\n$W_{UK}$ folded into\nthe query, $W_{UV}$\ninto the output;\n"
+          "kv_b_proj never\nruns on the cache.")
+    _note(ax, 7.1, 7.05, "$k^R$: one per token,\nshared by every head", ha="right")
     return fig
