@@ -17,7 +17,9 @@ Each module holds one concept and names the chapter that teaches it:
 - ``gqa``: grouped-query attention and the KV cache (chapter "Grouped-query attention and the KV cache")
 - ``rotary``: rotary position embeddings (chapter "Rotary position embeddings")
 - ``llm``: RMSNorm, SwiGLU and a decoder block and model with a switch for every change from the 2017
-  block to a Llama-style one (chapter "From the original block to a modern LLM block")
+  block to a Llama-style one (chapter "From the original block to a modern LLM block"), and the switches of
+  today's open models: QK-norm, soft-capping, sinks, sliding/global layers, gated outputs (chapter
+  "Attention in today's open models")
 - ``alibi``: attention with linear biases, ALiBi (chapter "ALiBi and length extrapolation")
 - ``language_model``: a small decoder-only model, sampling, and the scores of previous-token and
   induction heads (chapters "A language model and its heads" and "Induction heads")
@@ -58,8 +60,11 @@ from .llm import (
     DecoderLayer,
     DecoderLM,
     RMSNorm,
+    SlidingKVCache,
     SwiGLU,
+    cache_bytes,
     rename_hf_llama,
+    softmax_with_sink,
     swiglu_width,
 )
 from .masks import causal_mask, padding_mask, sliding_window_mask
@@ -108,6 +113,9 @@ __all__ = [
     "DecoderLayer",
     "DecoderLM",
     "rename_hf_llama",
+    "SlidingKVCache",
+    "cache_bytes",
+    "softmax_with_sink",
     "alibi_slopes",
     "alibi_bias",
     "course_text",
