@@ -75,6 +75,7 @@ REGISTRY = {
     "check_prefix_matching_score": Entry(REFERENCES["check_prefix_matching_score"], (True,)),
     "check_rms_norm": Entry(REFERENCES["check_rms_norm"], (False,)),
     "check_swiglu": Entry(REFERENCES["check_swiglu"], (False,)),
+    "check_softmax_with_sink": Entry(REFERENCES["check_softmax_with_sink"], (False,)),
 }
 
 #: (check, which learner) for every learner of every registered check.

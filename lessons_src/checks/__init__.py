@@ -23,6 +23,7 @@ from .multi_head_attention import check_head_contributions
 from .rotary_embeddings import check_apply_rope, check_rotary_decode_step
 from .scaling import check_attention_weights
 from .tiled_attention import check_online_softmax_update
+from .todays_attention import check_softmax_with_sink
 from .training_attention import check_shift_attention
 
 __all__ = [
@@ -49,4 +50,5 @@ __all__ = [
     "check_prefix_matching_score",
     "check_rms_norm",
     "check_swiglu",
+    "check_softmax_with_sink",
 ]
