@@ -43,6 +43,7 @@ from lessons_src.figures import (  # noqa: E402
     rotary_embeddings,
     scaling,
     tiled_attention,
+    todays_attention,
     training_attention,
 )
 from lessons_src.widgets import InteractiveFigure  # noqa: E402
@@ -209,6 +210,11 @@ def _shift_explorer():
     return modern_block.shift_explorer([0, 3, 10], *_shift_scores([0, 3, 10]))
 
 
+def _cap_and_sink_explorer():
+    scores = torch.tensor([6.0, -2.0, 1.0, 9.0, 0.5])
+    return todays_attention.cap_and_sink_explorer(scores, [math.inf, 5.0, 2.0], [-math.inf, 0.0, 3.0])
+
+
 BUILDERS = {
     "attention_from_scratch": _steer_query,
     "scaling": _score_explorer,
@@ -226,6 +232,7 @@ BUILDERS = {
     "language_model": _temperature_explorer,
     "induction_heads": _induction_explorer,
     "modern_block": _ladder_explorer,
+    "todays_attention": _cap_and_sink_explorer,
 }
 # A chapter's further slider figures: name -> (its chapter's module, the name of its alt text, builder).
 MORE_FIGURES = {
@@ -489,3 +496,14 @@ def test_shift_explorer_shows_each_shifts_scores_and_their_change():
         modern_block.shift_explorer(shifts, {0: rotary[0], 3: rotary[3]}, added)
     with pytest.raises(ValueError, match="must be \\(L, L\\)"):
         modern_block.shift_explorer(shifts, rotary, {**added, 3: added[3][:, :4]})
+
+
+def test_capped_sink_weights_by_value():
+    scores = torch.tensor([6.0, -2.0, 1.0, 9.0], dtype=torch.float64)
+    weights, share = todays_attention.capped_sink_weights(scores, math.inf, -math.inf)
+    assert share == 0 and np.allclose(weights, scores.softmax(-1).numpy())
+    capped = 2.0 * torch.tanh(scores / 2.0)
+    weights, share = todays_attention.capped_sink_weights(scores, 2.0, 1.0)
+    expected = capped.exp() / (math.exp(1.0) + capped.exp().sum())
+    assert np.allclose(weights, expected.numpy()) and math.isclose(share, 1 - float(expected.sum()))
+    assert weights.max() / weights.min() <= math.exp(4.0) + 1e-9  # a cap of 2: scores within (-2, 2)

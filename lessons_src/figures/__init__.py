@@ -26,6 +26,7 @@ next to it, tested in ``tests/test_figures.py``. A chapter shows the idea and on
 - ``modern_block.ladder_explorer``: from the 2017 block to a Llama-style one, step by step
 - ``modern_block.shift_explorer``: one head's scores as every position shifts, rotary inside
   attention against sinusoidal vectors added to the input
+- ``todays_attention.cap_and_sink_explorer``: one query's scores through a soft cap and a learned sink
 
 Not a chapter's module, so not in ``__all__``: ``diagrams``, the static block diagrams of multi-head
 attention, the post-LN and pre-LN encoder blocks, the decoder block, and the 2017 block beside a
@@ -53,4 +54,5 @@ __all__ = [
     "language_model",
     "induction_heads",
     "modern_block",
+    "todays_attention",
 ]
