@@ -24,8 +24,9 @@ sliding-window and global layers: Gemma 2 and 3, gpt-oss; a :class:`SlidingKVCac
 and ``attn_output_gate`` (a sigmoid gate from the layer's input on each head's output before ``o_proj``,
 the gate's rows interleaved with the queries' in ``q_proj``: Qwen3-Next). The names of the config fields
 and of the parameters are those of the Hugging Face configs and checkpoints, so a ``Qwen3ForCausalLM`` or a
-dense ``Qwen3NextForCausalLM`` loads through :func:`rename_hf_llama`, and a ``Gemma2Attention`` or
-``GptOssAttention`` state dict loads into :class:`Attention` as it is (``tests/test_llm_modern.py``).
+dense ``Qwen3NextForCausalLM`` loads through :func:`rename_hf_llama`, and a ``Gemma2Attention``,
+``Gemma3Attention`` or ``GptOssAttention`` state dict loads into :class:`Attention` as it is
+(``tests/test_llm_modern.py``).
 
 Taught in the chapter "From the original block to a modern LLM block" (today's switches in the chapter
 "Attention in today's open models").

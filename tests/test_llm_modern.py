@@ -171,7 +171,27 @@ def _hf_gemma2(seed: int):
                           layer_types=ALTERNATING, norm_plus_one=True)
 
 
-MODULE_MODELS = {"gpt_oss": _hf_gpt_oss, "gemma2": _hf_gemma2}
+def _hf_gemma3(seed: int):
+    """Gemma 3's text model: QK-norm with 1 + weight norms, query_pre_attn_scalar, a sliding layer then a global
+    one; one rotary base for both kinds of layer (Gemma 3 uses 10,000 for the sliding layers and 1,000,000 for
+    the global ones, which DecoderConfig's single rope_base cannot express: compare each layer at one base)."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    rope = {"rope_type": "default", "rope_theta": 10000.0}
+    config = Gemma3TextConfig(vocab_size=VOCAB, hidden_size=D, intermediate_size=48, num_hidden_layers=LAYERS,
+                              num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, head_dim=HEAD_DIM,
+                              query_pre_attn_scalar=12, sliding_window=5, layer_types=list(ALTERNATING),
+                              max_position_embeddings=MAX_LEN, rms_norm_eps=1e-6,
+                              rope_parameters={"full_attention": dict(rope), "sliding_attention": dict(rope)},
+                              attention_bias=False, tie_word_embeddings=False, attn_implementation="eager")
+    torch.manual_seed(seed)
+    model = Gemma3ForCausalLM(config).to(torch.float64).eval()
+    _randomize(model, seed, plus_one=True)
+    return model, _config(query_pre_attn_scalar=12, sliding_window=5, layer_types=ALTERNATING, qk_norm=True,
+                          norm_plus_one=True)
+
+
+MODULE_MODELS = {"gpt_oss": _hf_gpt_oss, "gemma2": _hf_gemma2, "gemma3": _hf_gemma3}
 
 
 def _attention_io(hf, tokens):
@@ -219,6 +239,8 @@ def test_the_attention_of_a_hugging_face_model_computes_and_decodes_alike(family
     ("gemma2", dict(attn_logit_softcapping=None)),
     ("gemma2", dict(query_pre_attn_scalar=None)),
     ("gemma2", dict(sliding_window=6)),
+    ("gemma3", dict(norm_plus_one=False)),
+    ("gemma3", dict(qk_norm=False)),
 ])
 def test_a_wrong_attention_switch_would_show(family, wrong):
     hf, config = MODULE_MODELS[family](0)
