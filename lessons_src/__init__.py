@@ -17,7 +17,9 @@ Each module holds one concept and names the chapter that teaches it:
 - ``gqa``: grouped-query attention and the KV cache (chapter "Grouped-query attention and the KV cache")
 - ``rotary``: rotary position embeddings (chapter "Rotary position embeddings")
 - ``llm``: RMSNorm, SwiGLU and a decoder block and model with a switch for every change from the 2017
-  block to a Llama-style one (chapter "From the original block to a modern LLM block")
+  block to a Llama-style one (chapter "From the original block to a modern LLM block"), and the switches of
+  today's open models: QK-norm, soft-capping, sinks, sliding/global layers, gated outputs (chapter
+  "Attention in today's open models")
 - ``mla``: multi-head latent attention (DeepSeek), its latent cache and the absorbed decode (chapter
   "Multi-head latent attention")
 - ``alibi``: attention with linear biases, ALiBi (chapter "ALiBi and length extrapolation")
@@ -60,8 +62,11 @@ from .llm import (
     DecoderLayer,
     DecoderLM,
     RMSNorm,
+    SlidingKVCache,
     SwiGLU,
+    cache_bytes,
     rename_hf_llama,
+    softmax_with_sink,
     swiglu_width,
 )
 from .masks import causal_mask, padding_mask, sliding_window_mask
@@ -128,6 +133,9 @@ __all__ = [
     "absorbed_scores",
     "mla_cache_elements",
     "rename_hf_deepseek",
+    "SlidingKVCache",
+    "cache_bytes",
+    "softmax_with_sink",
     "alibi_slopes",
     "alibi_bias",
     "course_text",

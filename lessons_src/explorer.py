@@ -61,6 +61,9 @@ _SUPPORTED_SWITCHES: dict[str, tuple | None] = {
     "num_kv_heads": None, "norm": ("layer", "rms"), "placement": ("pre", "post"), "ffn": ("relu", "gelu", "swiglu"),
     "positions": ("learned", "sinusoidal", "rope", "alibi", "none"), "rope_layout": ("interleaved", "half"),
     "rope_base": None, "bias": None, "eps": None,
+    # Today's switches (chapter "Attention in today's open models"): not in the JavaScript forward yet.
+    "qk_norm": (False,), "norm_plus_one": (False,), "query_pre_attn_scalar": (None,), "attn_logit_softcapping": (None,),
+    "sinks": (False,), "sliding_window": (None,), "layer_types": (None,), "attn_output_gate": (False,),
 }
 
 _ID = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}\Z")

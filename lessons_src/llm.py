@@ -13,7 +13,23 @@ attention inside each head, grouped-query attention with a KV cache, and no bias
 - :func:`rename_hf_llama` and :meth:`DecoderLM.from_llama_state_dict`: a Hugging Face ``LlamaForCausalLM``
   checkpoint under these names, with the switches it needs (``HF_LLAMA_SWITCHES``) and its rotary base.
 
-Taught in the chapter "From the original block to a modern LLM block".
+The attention of today's open models adds six switches to :class:`DecoderConfig`, all off by default
+(chapter "Attention in today's open models"): ``qk_norm`` (an RMSNorm of ``head_dim`` on each head's
+queries and keys before the rotation, parameters ``q_norm`` and ``k_norm``: Qwen3, OLMo 2, Gemma 3),
+``norm_plus_one`` (RMSNorms that multiply by ``1 + weight``: Gemma, Qwen3-Next), ``query_pre_attn_scalar``
+(scores scaled by its ``-1/2`` power instead of ``d_k``'s: Gemma 2 and 3), ``attn_logit_softcapping``
+(scores through ``cap · tanh(s / cap)``: Gemma 2), ``sinks`` (one learned logit per head in the softmax's
+denominator, parameter ``sinks``: gpt-oss), ``sliding_window`` with ``layer_types`` (interleaved
+sliding-window and global layers: Gemma 2 and 3, gpt-oss; a :class:`SlidingKVCache` holds only the window)
+and ``attn_output_gate`` (a sigmoid gate from the layer's input on each head's output before ``o_proj``,
+the gate's rows interleaved with the queries' in ``q_proj``: Qwen3-Next). The names of the config fields
+and of the parameters are those of the Hugging Face configs and checkpoints, so a ``Qwen3ForCausalLM`` or a
+dense ``Qwen3NextForCausalLM`` loads through :func:`rename_hf_llama`, and a ``Gemma2Attention``,
+``Gemma3Attention`` or ``GptOssAttention`` state dict loads into :class:`Attention` as it is
+(``tests/test_llm_modern.py``).
+
+Taught in the chapter "From the original block to a modern LLM block" (today's switches in the chapter
+"Attention in today's open models").
 """
 
 from __future__ import annotations
@@ -28,36 +44,40 @@ from torch import Tensor, nn
 from . import _validate as check
 from .alibi import alibi_bias
 from .gqa import KVCache
-from .masks import causal_mask
 from .positional import sinusoidal_positional_encoding
 from .rotary import apply_rope, rope_frequencies
 
 __all__ = ["RMSNorm", "SwiGLU", "swiglu_width", "DecoderConfig", "Attention", "MLP", "DecoderLayer", "DecoderLM",
-           "HF_LLAMA_SWITCHES", "rename_hf_llama"]
+           "HF_LLAMA_SWITCHES", "rename_hf_llama", "SlidingKVCache", "softmax_with_sink", "cache_bytes"]
 
 
 class RMSNorm(nn.Module):
     """Root-mean-square normalisation: ``x / sqrt(mean(x²) + eps) * weight`` over the last dim.
 
     No mean is subtracted and there is no bias (Zhang and Sennrich 2019). Equal to
-    ``torch.nn.RMSNorm(d_model, eps=eps)``. ``(..., D) -> (..., D)``. Taught in the chapter "From the
-    original block to a modern LLM block".
+    ``torch.nn.RMSNorm(d_model, eps=eps)``. ``(..., D) -> (..., D)``. With ``plus_one=True`` it multiplies
+    by ``1 + weight`` and ``weight`` starts at 0, as Gemma's and Qwen3-Next's checkpoints store it (the same
+    function, another parametrisation: loading such a checkpoint into the plain form would scale by
+    ``weight`` near 0). Taught in the chapter "From the original block to a modern LLM block".
     """
 
-    def __init__(self, d_model: int, eps: float = 1e-6) -> None:
+    def __init__(self, d_model: int, eps: float = 1e-6, plus_one: bool = False) -> None:
         super().__init__()
         check.positive_int(d_model, "d_model", "RMSNorm")
         if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not eps > 0:
             raise ValueError(f"RMSNorm: eps must be a number > 0, got {eps!r}")
+        if not isinstance(plus_one, bool):
+            raise ValueError(f"RMSNorm: plus_one must be True or False, got {plus_one!r}")
         self.eps = float(eps)
-        self.weight = nn.Parameter(torch.ones(d_model))
+        self.plus_one = plus_one
+        self.weight = nn.Parameter(torch.zeros(d_model) if plus_one else torch.ones(d_model))
 
     def forward(self, x: Tensor) -> Tensor:
         if not isinstance(x, Tensor) or x.size(-1) != self.weight.numel():
             raise ValueError(f"RMSNorm: x must end in d_model={self.weight.numel()}, got "
                              f"{tuple(getattr(x, 'shape', ()))}")
         rms = torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)  # (..., 1)
-        return x / rms * self.weight
+        return x / rms * (1 + self.weight if self.plus_one else self.weight)
 
 
 def swiglu_width(d_model: int, multiple_of: int = 1) -> int:
@@ -116,6 +136,17 @@ class DecoderConfig:
     ``"interleaved"`` pairs (RoFormer, Meta's Llama code) or ``"half"`` (GPT-NeoX, Hugging Face), and
     the base of the angles ``θ_p = rope_base^(-2p/d_k)`` (10,000 in RoFormer, Llama 1 and 2; 500,000 in
     Llama 3). Taught in the chapter "From the original block to a modern LLM block".
+
+    The switches of today's open models (chapter "Attention in today's open models"), all off by
+    default, named as in the Hugging Face configs: ``qk_norm`` (RMSNorm of each head's queries and keys,
+    before the rotation), ``norm_plus_one`` (every RMSNorm multiplies by ``1 + weight``; needs
+    ``norm="rms"``), ``query_pre_attn_scalar`` (scores scaled by ``query_pre_attn_scalar ** -0.5``, not
+    ``d_k ** -0.5``), ``attn_logit_softcapping`` (the scaled scores pass through ``cap · tanh(s / cap)``
+    before the mask), ``sinks`` (a learned logit per head in the softmax's denominator only),
+    ``sliding_window`` ``w`` with ``layer_types`` (one of ``"sliding_attention"``, ``"full_attention"`` per
+    layer: a sliding layer's query ``i`` sees keys ``i - w < j ≤ i``; with a ``sliding_window`` and no
+    ``layer_types`` every layer slides) and ``attn_output_gate`` (each head's output times
+    ``sigmoid(gate)``, the gate computed by ``q_proj`` next to the query).
     """
 
     vocab_size: int
@@ -133,6 +164,14 @@ class DecoderConfig:
     rope_base: float = 10000.0
     bias: bool = True
     eps: float = 1e-5
+    qk_norm: bool = False
+    norm_plus_one: bool = False
+    query_pre_attn_scalar: float | None = None
+    attn_logit_softcapping: float | None = None
+    sinks: bool = False
+    sliding_window: int | None = None
+    layer_types: tuple[str, ...] | None = None
+    attn_output_gate: bool = False
 
     def __post_init__(self) -> None:
         where = "DecoderConfig"
@@ -162,6 +201,46 @@ class DecoderConfig:
         if base != 10000.0 and self.positions != "rope":
             raise ValueError(f"{where}: rope_base={base!r} only applies with positions='rope', "
                              f"not positions={self.positions!r}")
+        self._check_todays_switches(where)
+
+    def _check_todays_switches(self, where: str) -> None:
+        for name in ("qk_norm", "norm_plus_one", "sinks", "attn_output_gate"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{where}: {name} must be True or False, got {getattr(self, name)!r}")
+        if self.norm_plus_one and self.norm != "rms" and not self.qk_norm:
+            raise ValueError(f"{where}: norm_plus_one=True changes RMSNorms (1 + weight), but norm={self.norm!r} "
+                             "and qk_norm=False leave none; use norm='rms' or qk_norm=True")
+        for name in ("query_pre_attn_scalar", "attn_logit_softcapping"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not 0 < value < math.inf):
+                raise ValueError(f"{where}: {name} must be None or a finite number > 0, got {value!r}")
+        if self.attn_logit_softcapping is not None and self.positions == "alibi":
+            raise ValueError(f"{where}: attn_logit_softcapping with positions='alibi' is ambiguous: ALiBi's bias would "
+                             "be added after the cap (the scores could leave ±cap); Gemma 2 caps rotary scores")
+        if self.layer_types is not None:
+            kinds = ("sliding_attention", "full_attention")
+            if not isinstance(self.layer_types, tuple) or len(self.layer_types) != self.num_layers or any(
+                    t not in kinds for t in self.layer_types):
+                raise ValueError(f"{where}: layer_types must be a tuple of num_layers={self.num_layers} entries, each "
+                                 f"'sliding_attention' or 'full_attention', got {self.layer_types!r}")
+            if "sliding_attention" in self.layer_types and self.sliding_window is None:
+                raise ValueError(f"{where}: layer_types has sliding_attention layers but sliding_window is None; "
+                                 "give the window's width")
+        if self.sliding_window is not None:
+            check.positive_int(self.sliding_window, "sliding_window", where)
+            if self.layer_types is not None and "sliding_attention" not in self.layer_types:
+                raise ValueError(f"{where}: sliding_window={self.sliding_window} but no layer in layer_types is "
+                                 "'sliding_attention'; drop the window or make a layer slide")
+            if self.sliding_window >= self.max_len:
+                raise ValueError(f"{where}: sliding_window={self.sliding_window} >= max_len={self.max_len}: every "
+                                 "query would see all its keys, a global layer; use 'full_attention' instead")
+
+    def is_sliding(self, layer: int) -> bool:
+        """Whether layer ``layer`` (from 0) is a sliding-window layer."""
+        if self.sliding_window is None:
+            return False
+        return self.layer_types is None or self.layer_types[layer] == "sliding_attention"
 
     @property
     def head_dim(self) -> int:
@@ -180,8 +259,73 @@ class DecoderConfig:
 
 def _norm(config: DecoderConfig) -> nn.Module:
     if config.norm == "rms":
-        return RMSNorm(config.d_model, eps=config.eps)
+        return RMSNorm(config.d_model, eps=config.eps, plus_one=config.norm_plus_one)
     return nn.LayerNorm(config.d_model, eps=config.eps, bias=config.bias)
+
+
+def softmax_with_sink(scores: Tensor, sinks: Tensor) -> Tensor:
+    """Softmax over the keys with one learned logit per head in the denominator only (gpt-oss).
+
+    ``scores (B, H, L_q, L_k)``, ``sinks (H,)`` -> weights ``(B, H, L_q, L_k)``:
+    ``exp(s_ij) / (exp(sink_h) + Σ_j' exp(s_ij'))``. Each row sums to less than 1; the rest is the sink's,
+    which attends to nothing (no value). Masked scores are ``-inf``; a row with every key masked gives zeros.
+    Taught in the chapter "Attention in today's open models".
+    """
+    if not isinstance(scores, Tensor) or scores.dim() != 4:
+        raise ValueError(f"softmax_with_sink: scores must be (B, H, L_q, L_k), got {tuple(getattr(scores, 'shape', ()))}")
+    if not isinstance(sinks, Tensor) or sinks.shape != (scores.size(1),):
+        raise ValueError(f"softmax_with_sink: sinks must be (H,) = ({scores.size(1)},), got "
+                         f"{tuple(getattr(sinks, 'shape', ()))}")
+    sink = sinks.to(scores.dtype).view(1, -1, 1, 1).expand(*scores.shape[:3], 1)  # (B, H, L_q, 1)
+    logits = torch.cat([scores, sink], dim=-1)  # (B, H, L_q, L_k + 1)
+    logits = logits - logits.amax(dim=-1, keepdim=True)  # the sink is finite: never -inf - -inf
+    return logits.softmax(dim=-1)[..., :-1]  # (B, H, L_q, L_k): the sink's column dropped
+
+
+class SlidingKVCache(KVCache):
+    """A KV cache for a sliding-window layer of width ``w``: it keeps only the last ``w - 1`` positions.
+
+    A query at position ``n`` sees keys ``n - w < j ≤ n``: itself and the ``w - 1`` before it, so older
+    keys and values can be dropped. ``append`` returns the kept positions plus the new ones (what the new
+    queries may need), then drops the rest. ``seq_len`` is the number of positions seen (where the next
+    token sits, as for :class:`lessons_src.KVCache`); ``cached_len`` what is held, at most ``w - 1``.
+    Taught in the chapter "Attention in today's open models".
+    """
+
+    def __init__(self, window: int) -> None:
+        super().__init__()
+        check.positive_int(window, "window", "SlidingKVCache")
+        self.window = window
+        self.dropped = 0
+
+    @property
+    def cached_len(self) -> int:
+        """Number of positions held."""
+        return 0 if self.key is None else self.key.size(2)
+
+    @property
+    def seq_len(self) -> int:
+        """Number of positions seen, held or dropped."""
+        return self.dropped + self.cached_len
+
+    def append(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """Add ``(B, H_kv, T_new, d_k)``; return the held and new positions, then keep the last ``w - 1``."""
+        key, value = super().append(key, value)  # (B, H_kv, T, d_k)
+        extra = key.size(2) - (self.window - 1)
+        if extra > 0:
+            self.key, self.value = key[:, :, extra:], value[:, :, extra:]  # (B, H_kv, w - 1, d_k)
+            self.dropped += extra
+        return key, value
+
+    def reset(self) -> None:
+        super().reset()
+        self.dropped = 0
+
+
+def cache_bytes(caches: list[KVCache]) -> int:
+    """Bytes held by a model's KV caches: every cached key and value tensor. Taught in the chapter
+    "Attention in today's open models"."""
+    return sum(t.numel() * t.element_size() for c in caches for t in (c.key, c.value) if t is not None)
 
 
 class Attention(nn.Module):
@@ -190,45 +334,109 @@ class Attention(nn.Module):
     ``x (B, L_new, D)`` -> ``(B, L_new, D)``. With a cache, the new tokens continue the cached
     positions: rotary angles and ALiBi distances start at ``cache.seq_len``, and the causal mask is
     bottom-right aligned. Rotary embeddings turn the queries and keys of each head, never the values.
-    Taught in the chapter "From the original block to a modern LLM block".
+    Today's switches of :class:`DecoderConfig` act here: ``q_norm``/``k_norm`` before the rotation, the
+    scale, the soft cap (on the scaled scores, before the mask), the sliding window (``layer`` tells
+    whether this layer slides), the ``sinks`` and the output gate. Soft-capping and sinks change the
+    softmax itself, so those layers compute the weights explicitly; the others call PyTorch's fused
+    ``F.scaled_dot_product_attention``. Taught in the chapter "From the original block to a modern LLM
+    block" (and today's switches in "Attention in today's open models").
     """
 
-    def __init__(self, config: DecoderConfig) -> None:
+    def __init__(self, config: DecoderConfig, layer: int = 0) -> None:
         super().__init__()
         self.config = config
+        self.window = config.sliding_window if config.is_sliding(layer) else None
         d, h_kv = config.head_dim, config.kv_heads
-        self.q_proj = nn.Linear(config.d_model, config.num_heads * d, bias=config.bias)
+        q_out = config.num_heads * d * (2 if config.attn_output_gate else 1)  # [query_h | gate_h] per head
+        self.q_proj = nn.Linear(config.d_model, q_out, bias=config.bias)
         self.k_proj = nn.Linear(config.d_model, h_kv * d, bias=config.bias)
         self.v_proj = nn.Linear(config.d_model, h_kv * d, bias=config.bias)
         self.o_proj = nn.Linear(config.num_heads * d, config.d_model, bias=config.bias)
+        if config.qk_norm:  # one RMSNorm of head_dim, shared by the heads
+            self.q_norm = RMSNorm(d, eps=config.eps, plus_one=config.norm_plus_one)
+            self.k_norm = RMSNorm(d, eps=config.eps, plus_one=config.norm_plus_one)
+        if config.sinks:
+            self.sinks = nn.Parameter(torch.zeros(config.num_heads))  # (H,): one logit per head
         if config.positions == "rope":
             cos, sin = rope_frequencies(d, config.max_len, base=config.rope_base)
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
+        scalar = config.head_dim if config.query_pre_attn_scalar is None else config.query_pre_attn_scalar
+        self.scale = float(scalar) ** -0.5
+
+    def _project(self, x: Tensor, past: int) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        c = self.config
+        B, L_new, _ = x.shape
+        gate = None
+        q = self.q_proj(x).view(B, L_new, c.num_heads, -1)  # (B, L_new, H, d_k) or (B, L_new, H, 2 d_k)
+        if c.attn_output_gate:
+            q, gate = q.chunk(2, dim=-1)  # (B, L_new, H, d_k) each
+            gate = gate.reshape(B, L_new, c.num_heads * c.head_dim)  # (B, L_new, H d_k)
+        k = self.k_proj(x).view(B, L_new, c.kv_heads, c.head_dim)  # (B, L_new, H_kv, d_k)
+        v = self.v_proj(x).view(B, L_new, c.kv_heads, c.head_dim).transpose(1, 2)  # (B, H_kv, L_new, d_k)
+        if c.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)  # (B, H, L_new, d_k), (B, H_kv, L_new, d_k)
+        if c.positions == "rope":  # queries and keys only, at their absolute positions
+            q = apply_rope(q, self.rope_cos, self.rope_sin, past, layout=c.rope_layout)
+            k = apply_rope(k, self.rope_cos, self.rope_sin, past, layout=c.rope_layout)
+        return q, k, v, gate
+
+    def _mask(self, L_new: int, T: int, total: int, device: torch.device, dtype: torch.dtype) -> Tensor:
+        """True = may attend, or ALiBi's additive bias: (L_new, T) or (H, L_new, T); the T keys are the last
+        of the ``total`` positions (a sliding cache may have dropped the first ones)."""
+        query_pos = torch.arange(total - L_new, total, device=device)  # (L_new,)
+        key_pos = torch.arange(total - T, total, device=device)  # (T,)
+        allowed = key_pos[None, :] <= query_pos[:, None]  # (L_new, T): causal
+        if self.window is not None:
+            allowed = allowed & (key_pos[None, :] > query_pos[:, None] - self.window)  # i - w < j
+        if self.config.positions == "alibi":
+            bias = alibi_bias(self.config.num_heads, L_new, total, device=device)[..., total - T:]  # (H, L_new, T)
+            return bias.to(dtype).masked_fill(~allowed, float("-inf"))
+        return allowed
+
+    def _weights(self, q: Tensor, k: Tensor, mask: Tensor) -> Tensor:
+        """The attention weights (B, H, L_new, T), computed explicitly (soft cap, sinks)."""
+        c = self.config
+        scores = q @ k.transpose(-2, -1) * self.scale  # (B, H, L_new, T)
+        if c.attn_logit_softcapping is not None:
+            cap = c.attn_logit_softcapping
+            scores = cap * torch.tanh(scores / cap)
+        if mask.dtype == torch.bool:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        else:
+            scores = scores + mask
+        if c.sinks:
+            return softmax_with_sink(scores, self.sinks)
+        return scores.softmax(dim=-1)
 
     def forward(self, x: Tensor, cache: KVCache | None = None) -> Tensor:
         c = self.config
         B, L_new, _ = x.shape
         past = 0 if cache is None else cache.seq_len
-        q = self.q_proj(x).view(B, L_new, c.num_heads, c.head_dim).transpose(1, 2)  # (B, H, L_new, d_k)
-        k = self.k_proj(x).view(B, L_new, c.kv_heads, c.head_dim).transpose(1, 2)  # (B, H_kv, L_new, d_k)
-        v = self.v_proj(x).view(B, L_new, c.kv_heads, c.head_dim).transpose(1, 2)  # (B, H_kv, L_new, d_k)
-        if c.positions == "rope":  # queries and keys only, at their absolute positions
-            q = apply_rope(q, self.rope_cos, self.rope_sin, past, layout=c.rope_layout)
-            k = apply_rope(k, self.rope_cos, self.rope_sin, past, layout=c.rope_layout)
+        q, k, v, gate = self._project(x, past)
         if cache is not None:
-            k, v = cache.append(k, v)  # (B, H_kv, T, d_k), T = past + L_new
+            k, v = cache.append(k, v)  # (B, H_kv, T, d_k), T = past + L_new (or less for a sliding cache)
         group = c.num_heads // c.kv_heads
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (B, H, T, d_k)
-        total = past + L_new
-        allowed = causal_mask(L_new, total, device=x.device)  # (L_new, T)
-        if c.positions == "alibi":
-            mask = alibi_bias(c.num_heads, L_new, total, device=x.device).to(q.dtype)  # (H, L_new, T)
-            mask = mask.masked_fill(~allowed, float("-inf"))
+        mask = self._mask(L_new, k.size(2), past + L_new, x.device, q.dtype)
+        if c.sinks or c.attn_logit_softcapping is not None:
+            out = self._weights(q, k, mask) @ v  # (B, H, L_new, d_k)
         else:
-            mask = allowed
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, L_new, d_k)
-        return self.o_proj(out.transpose(1, 2).reshape(B, L_new, c.num_heads * c.head_dim))
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale)  # (B, H, L_new, d_k)
+        out = out.transpose(1, 2).reshape(B, L_new, c.num_heads * c.head_dim)  # (B, L_new, H d_k)
+        if gate is not None:
+            out = out * torch.sigmoid(gate)
+        return self.o_proj(out)
+
+    def attention_weights(self, x: Tensor) -> Tensor:
+        """The attention weights ``(B, H, L, L)`` of ``x (B, L, D)`` from position 0, without a cache
+        (each row sums to 1, or less with sinks)."""
+        c = self.config
+        q, k, _, _ = self._project(x, 0)
+        k = k.repeat_interleave(c.num_heads // c.kv_heads, dim=1)  # (B, H, L, d_k)
+        L = x.size(1)
+        return self._weights(q, k, self._mask(L, L, L, x.device, q.dtype))
 
 
 class MLP(nn.Module):
@@ -260,10 +468,10 @@ class DecoderLayer(nn.Module):
     names, whatever the placement). Taught in the chapter "From the original block to a modern LLM block".
     """
 
-    def __init__(self, config: DecoderConfig) -> None:
+    def __init__(self, config: DecoderConfig, layer: int = 0) -> None:
         super().__init__()
         self.pre = config.placement == "pre"
-        self.self_attn = Attention(config)
+        self.self_attn = Attention(config, layer)
         self.mlp = MLP(config)
         self.input_layernorm = _norm(config)
         self.post_attention_layernorm = _norm(config)
@@ -298,7 +506,7 @@ class DecoderLM(nn.Module):
         elif config.positions == "sinusoidal":
             table = sinusoidal_positional_encoding(config.max_len, config.d_model)
             self.register_buffer("embed_positions", table, persistent=False)
-        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.num_layers))
+        self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_layers))
         self.norm = _norm(config) if config.placement == "pre" else nn.Identity()
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
 
@@ -307,6 +515,11 @@ class DecoderLM(nn.Module):
         check.tokens(tokens, "DecoderLM")
         if caches is not None and len(caches) != c.num_layers:
             raise ValueError(f"DecoderLM: {len(caches)} caches for {c.num_layers} layers; give one KVCache per layer")
+        for i, cache in enumerate(caches or []):
+            window = self.layers[i].self_attn.window
+            if isinstance(cache, SlidingKVCache) and cache.window != window:
+                raise ValueError(f"DecoderLM: layer {i} has sliding_window={window} but its cache keeps a window of "
+                                 f"{cache.window}; make the caches with new_caches()")
         past = 0 if caches is None else caches[0].seq_len
         end = past + tokens.size(1)
         if end > c.max_len:
@@ -319,6 +532,12 @@ class DecoderLM(nn.Module):
         for i, layer in enumerate(self.layers):
             x = layer(x, None if caches is None else caches[i])
         return self.lm_head(self.norm(x))  # (B, L, V)
+
+    def new_caches(self) -> list[KVCache]:
+        """One empty cache per layer: a :class:`SlidingKVCache` for a sliding-window layer, a
+        :class:`lessons_src.KVCache` for a global one."""
+        return [KVCache() if layer.self_attn.window is None else SlidingKVCache(layer.self_attn.window)
+                for layer in self.layers]
 
     @classmethod
     def from_llama_state_dict(cls, state_dict: dict[str, Tensor], config: DecoderConfig) -> DecoderLM:

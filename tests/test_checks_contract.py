@@ -76,6 +76,7 @@ REGISTRY = {
     "check_rms_norm": Entry(REFERENCES["check_rms_norm"], (False,)),
     "check_swiglu": Entry(REFERENCES["check_swiglu"], (False,)),
     "check_absorbed_scores": Entry(REFERENCES["check_absorbed_scores"], (False,)),
+    "check_softmax_with_sink": Entry(REFERENCES["check_softmax_with_sink"], (False,)),
 }
 
 #: (check, which learner) for every learner of every registered check.

@@ -47,6 +47,7 @@ from lessons_src.figures import (  # noqa: E402
     rotary_embeddings,
     scaling,
     tiled_attention,
+    todays_attention,
     training_attention,
 )
 from lessons_src.figures._style import DPI  # noqa: E402
@@ -221,6 +222,11 @@ def _shift_explorer():
     return modern_block.shift_explorer([0, 3, 10], *_shift_scores([0, 3, 10]))
 
 
+def _cap_and_sink_explorer():
+    scores = torch.tensor([6.0, -2.0, 1.0, 9.0, 0.5])
+    return todays_attention.cap_and_sink_explorer(scores, [math.inf, 5.0, 2.0], [-math.inf, 0.0, 3.0])
+
+
 # Every slider figure, by ``<module>.<function>``: (its builder from small inputs above, the name of
 # its alt text constant in the module). A chapter's figure module names the chapter after which it
 # is called (CONTRIBUTING.md, "Add a chapter"); which chapters there are is read from _toc.yml, and
@@ -244,6 +250,7 @@ FIGURES = {
     "modern_block.ladder_explorer": (_ladder_explorer, "ALT"),
     "modern_block.shift_explorer": (_shift_explorer, "SHIFT_ALT"),
     "latent_attention.cache_explorer": (_cache_explorer, "ALT"),
+    "todays_attention.cap_and_sink_explorer": (_cap_and_sink_explorer, "ALT"),
 }
 
 #: ``{topic: "book/<NN>_<topic>"}`` for every chapter of _toc.yml (scripts/book.py reads it).
@@ -551,3 +558,14 @@ def test_latent_cache_sizes_and_title():
     assert gib == {"MHA": 2 * 8 * 16 * 2 * 1024 * 2, "GQA": 2 * 2 * 16 * 2 * 1024 * 2, "MQA": 2 * 16 * 2 * 1024 * 2,
                    "MLA": (16 + 8) * 2 * 1024 * 2}
     assert latent_attention.cache_title(16, 1024, LATENT_CONFIG).endswith("1/11 of MHA, 1/2.7 of GQA")
+
+
+def test_capped_sink_weights_by_value():
+    scores = torch.tensor([6.0, -2.0, 1.0, 9.0], dtype=torch.float64)
+    weights, share = todays_attention.capped_sink_weights(scores, math.inf, -math.inf)
+    assert share == 0 and np.allclose(weights, scores.softmax(-1).numpy())
+    capped = 2.0 * torch.tanh(scores / 2.0)
+    weights, share = todays_attention.capped_sink_weights(scores, 2.0, 1.0)
+    expected = capped.exp() / (math.exp(1.0) + capped.exp().sum())
+    assert np.allclose(weights, expected.numpy()) and math.isclose(share, 1 - float(expected.sum()))
+    assert weights.max() / weights.min() <= math.exp(4.0) + 1e-9  # a cap of 2: scores within (-2, 2)

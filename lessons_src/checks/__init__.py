@@ -24,6 +24,7 @@ from .multi_head_attention import check_head_contributions
 from .rotary_embeddings import check_apply_rope, check_rotary_decode_step
 from .scaling import check_attention_weights
 from .tiled_attention import check_online_softmax_update
+from .todays_attention import check_softmax_with_sink
 from .training_attention import check_shift_attention
 
 __all__ = [
@@ -51,4 +52,5 @@ __all__ = [
     "check_rms_norm",
     "check_swiglu",
     "check_absorbed_scores",
+    "check_softmax_with_sink",
 ]
