@@ -139,6 +139,21 @@ def _open(browser, server, page_path):
 
 
 @pytest.mark.parametrize("page_path", PAGES)
+def test_page_passes_the_accessibility_audit(server, browser, page_path):
+    """axe-core's WCAG 2 and 2.1 A/AA rules on the whole page as a reader gets it (book/_static/course-a11y.js
+    included: it gives the theme's controls names that match what they show)."""
+    from axe import audit
+
+    context, page, _ = _open(browser, server, page_path)
+    try:
+        page.wait_for_timeout(300)  # the icons' SVGs and their fixes come after the load event
+        violations = audit(page, "html")
+        assert violations == [], "\n".join(violations)
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("page_path", PAGES)
 def test_page_in_a_browser(server, browser, page_path):
     context, page, problems = _open(browser, server, page_path)
     try:
