@@ -8,7 +8,8 @@ people who had read no check, test or solution) through its check, each in a fre
 independent rater classified that exact line (SPECIFIC, weak or not; GENERIC; MISLEADING). A first
 line that changed since it was rated counts as UNRATED and is printed: have it rated before you
 quote the figure. Prints, per answer set and in total, the share of wrong answers whose first line
-is SPECIFIC, and every wrong answer that passes, right answer that fails, crash or time-out.
+is SPECIFIC, and every wrong answer that passes, right answer that fails, crash or time-out; exits 1
+on any of those or when the share is below 90%.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent / "tests" / "blind_learners"
 SETS = ("answers_01_08", "answers_09_16", "answers_heldout")
+#: The least share of wrong answers whose first line is SPECIFIC (an UNRATED line counts as not).
+BUDGET = 0.90
 
 
 def _normalise(line: str) -> str:
@@ -113,7 +116,10 @@ def main() -> None:
         print(f"all: {totals['wrong']} wrong answers, SPECIFIC {100 * totals['SPECIFIC'] / totals['wrong']:.1f}%")
     for line in problems:
         print(line)
-    sys.exit(1 if any(not p.startswith("UNRATED") for p in problems) else 0)
+    share = totals["SPECIFIC"] / max(totals["wrong"], 1)
+    if share < BUDGET:
+        print(f"below the budget: {100 * share:.1f}% SPECIFIC, the budget is {100 * BUDGET:.0f}% (issue 24)")
+    sys.exit(1 if share < BUDGET or any(not p.startswith("UNRATED") for p in problems) else 0)
 
 
 if __name__ == "__main__":
