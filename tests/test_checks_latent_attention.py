@@ -107,3 +107,12 @@ def test_the_reference_equals_the_projected_up_scores():
             torch.randn(2, 5, 6, generator=g), torch.randn(3, 4, 7, generator=g))
     torch.testing.assert_close(reference(*args), projected_up(*args))
     assert check_absorbed_scores(projected_up)
+
+
+@add(CHECK, mistake="rotated at position L_k - 2 instead of L_k - 1")
+def rotated_one_position_early(query_nope, query_rope, latent, rope_key, w_uk):
+    """A blind learner's slip (the newest token counted out of the cache): position L_k - 2."""
+    q_latent = torch.einsum("bhk,hkc->bhc", query_nope, w_uk)  # (B, H, d_c)
+    q_rope = _rotate(query_rope, max(latent.size(1) - 2, 0))
+    scale = math.sqrt(query_nope.size(-1) + query_rope.size(-1))
+    return (q_latent @ latent.transpose(1, 2) + q_rope @ rope_key.transpose(1, 2)) / scale

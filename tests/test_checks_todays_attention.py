@@ -39,7 +39,7 @@ def sink_first_then_drop_it(scores, sinks):
     return torch.softmax(torch.cat([sink, scores], dim=-1), dim=-1)[..., 1:]
 
 
-@add(CHECK, mistake="the sink is ignored")
+@add(CHECK, mistake="the sink takes no weight")
 def plain_softmax(scores, sinks):
     return scores.softmax(-1)
 
@@ -56,7 +56,7 @@ def drops_the_wrong_column(scores, sinks):
     return torch.cat([sink, scores], dim=-1).softmax(dim=-1)[..., :-1]
 
 
-@add(CHECK, mistake="the sink is ignored")
+@add(CHECK, mistake="the sink takes no weight")
 def renormalised(scores, sinks):
     w = reference(scores, sinks)
     return w / w.sum(-1, keepdim=True)
@@ -82,7 +82,7 @@ def no_maximum(scores, sinks):
     return e / (sinks.view(1, -1, 1, 1).exp() + e.sum(-1, keepdim=True))
 
 
-@add(CHECK, mistake="the sink is ignored")
+@add(CHECK, mistake="the sink takes no weight")
 def sink_added_to_scores(scores, sinks):
     return (scores + sinks.view(1, -1, 1, 1)).softmax(-1)
 
@@ -104,3 +104,18 @@ def test_the_reference_is_the_package_function_and_the_check_passes_it():
     scores, sinks = torch.randn(2, 3, 4, 5), torch.randn(3)
     torch.testing.assert_close(reference(scores, sinks), softmax_with_sink(scores, sinks))
     assert check_softmax_with_sink(reference)
+
+
+@add(CHECK, mistake="the rows are renormalised after it")
+def renormalised_after_the_sink(scores, sinks):
+    """A blind learner's form: the sink in the denominator, then every row divided by its sum again."""
+    e = torch.exp(scores - scores.amax(-1, keepdim=True).clamp_min(-1e30))
+    weights = e / (torch.exp(sinks.view(1, -1, 1, 1) - scores.amax(-1, keepdim=True).clamp_min(-1e30))
+                   + e.sum(-1, keepdim=True))
+    return weights / weights.sum(-1, keepdim=True).clamp_min(1e-30)
+
+
+@add(CHECK, mistake="the raw sink logit is added to the denominator")
+def raw_logit_without_a_maximum(scores, sinks):
+    e = torch.exp(scores)
+    return e / (sinks.view(1, -1, 1, 1) + e.sum(-1, keepdim=True))

@@ -54,6 +54,8 @@ def _scores(query_nope: Tensor, query_rope: Tensor, latent: Tensor, rope_key: Te
         q_rope = _rotate(query_rope, L_k - 1, L_k + 1)
     elif rotate == "next":
         q_rope = _rotate(query_rope, L_k, L_k + 1)
+    elif rotate == "previous":
+        q_rope = _rotate(query_rope, max(L_k - 2, 0), L_k + 1)
     else:
         q_rope = query_rope
     keys = _rotate_each(rope_key) if rotate == "twice" else rope_key
@@ -128,6 +130,9 @@ MISTAKES = [
             _slip(rotate="none")),
     Mistake("the query is rotated at position L_k instead of L_k - 1",
             "the cache already holds the new token: it sits at position L_k - 1 = {L_k} - 1.", _slip(rotate="next")),
+    Mistake("the query is rotated at position L_k - 2 instead of L_k - 1 (the newest cached token is counted out)",
+            "the cache already holds the new token: it sits at position L_k - 1 = {L_k} - 1, the last one.",
+            _slip(rotate="previous"), when=lambda case: case.args["latent"].size(1) > 1),
     Mistake("the cached rotary keys are rotated a second time", "rope_key was rotated when it was cached; use it as "
             "it is, and rotate only the query.", _slip(rotate="twice")),
     Mistake("every head uses head 0's W_UK", "each head has its own up-projection: use `w_uk[h]` for head h (an "

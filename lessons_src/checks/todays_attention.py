@@ -78,6 +78,11 @@ def _raw_sink(scores: Tensor, sinks: Tensor) -> Tensor:
     return e / (_sink(sinks, scores) + e.sum(-1, keepdim=True))
 
 
+def _raw_sink_unshifted(scores: Tensor, sinks: Tensor) -> Tensor:
+    e = scores.exp()  # no maximum subtracted, from the sink or the scores
+    return e / (_sink(sinks, scores) + e.sum(-1, keepdim=True))
+
+
 def _overflowed(case: Case, got: object) -> bool:
     """NaN or inf where the reference is finite, on a case whose scores are in the hundreds."""
     scores = case.args["scores"]
@@ -103,7 +108,8 @@ def _sink_column_kept(case: Case, got: object) -> bool:
 _FORMULA = "`exp(s_ij) / (exp(sink_h) + sum over j of exp(s_ij))`"
 
 MISTAKES = [
-    Mistake("the sink is ignored: every row sums to 1, a plain softmax",
+    Mistake("every row sums to 1, a plain softmax: the sink takes no weight (it is ignored, or the rows are "
+            "renormalised after it)",
             f"add the sink's exponential to each row's denominator: {_FORMULA}, one sink per head "
             "(`sinks.view(1, -1, 1, 1)`). Adding the sink to every score cancels out, and dividing the weights by "
             "their sum again puts the sink's share back on the keys: both give this plain softmax.", _plain),
@@ -122,6 +128,9 @@ MISTAKES = [
     Mistake("the row maximum is subtracted from the scores but not from the sink",
             "shift the sink by the same maximum as the scores: `exp(sink - m)` next to `exp(s - m)`, or concatenate "
             "the sink as a column and take one softmax over the row.", _sink_not_shifted),
+    Mistake("the raw sink logit is added to the denominator, not its exponential",
+            f"the sink is a logit like the scores: add `exp(sink_h)` next to their exponentials: {_FORMULA}.",
+            _raw_sink_unshifted),
     Mistake("the raw sink logit is added to the denominator, not its exponential",
             f"the sink is a logit like the scores: add `exp(sink_h)` (shifted by the row's maximum): {_FORMULA}.",
             _raw_sink),
