@@ -57,7 +57,7 @@ class MLAConfig:
     ``kv_lora_rank`` is d_c, the latent's width; ``qk_nope_head_dim`` d_k, the part of each head's query
     and key without positions (its key comes from the latent); ``qk_rope_head_dim`` d_R, the rotary part
     (its key is one per token, shared by every head); ``v_head_dim`` d_v, each head's value width;
-    ``q_lora_rank`` d'_c, the query's latent width, or None for a plain ``q_proj``. DeepSeek's names, so a
+    ``q_lora_rank`` d_c', the query's latent width, or None for a plain ``q_proj``. DeepSeek's names, so a
     ``DeepseekV3Config``'s values carry over (``d_model`` = ``hidden_size``, ``num_heads`` =
     ``num_attention_heads``, ``d_ff`` = ``intermediate_size``, ``eps`` = ``rms_norm_eps``, ``rope_base`` =
     ``rope_theta``). ``d_ff`` defaults to :func:`lessons_src.swiglu_width`. Taught in the chapter
@@ -161,9 +161,11 @@ def absorbed_scores(query_nope: Tensor, query_rope: Tensor, latent: Tensor, rope
 
     ``query_nope (B, H, L, d_k)`` and ``query_rope (B, H, L, d_R)`` (already rotated), the cached
     ``latent (B, T, d_c)`` and ``rope_key (B, T, d_R)`` (already rotated), and the key up-projection
-    ``w_uk (H, d_k, d_c)``. Returns ``(B, H, L, T)``: ``((q^C W_UK) · c_j + q^R · k^R_j) / sqrt(d_k + d_R)``,
-    equal to the scores against the keys ``k^C_{h,j} = c_j W_UK^(h)`` that are never built. Before the
-    mask and the softmax. Taught in the chapter "Multi-head latent attention".
+    ``w_uk (H, d_k, d_c)``, as ``kv_b_proj`` stores it: ``w_uk[h]`` is the transpose of the chapter's
+    ``W_UK^(h)``, which is ``(d_c, d_k)``. Returns ``(B, H, L, T)``:
+    ``((q^C W_UK^(h)T) · c_j + q^R · k^R_j) / sqrt(d_k + d_R)``, equal to the scores against the keys
+    ``k^C_{h,j} = c_j W_UK^(h)`` that are never built. Before the mask and the softmax. Taught in the
+    chapter "Multi-head latent attention".
     """
     where = "absorbed_scores"
     for name, t, dims in (("query_nope", query_nope, 4), ("query_rope", query_rope, 4), ("latent", latent, 3),
@@ -192,10 +194,11 @@ class MultiHeadLatentAttention(nn.Module):
     """Causal multi-head latent attention with a :class:`LatentCache`: ``x (B, L_new, D) -> (B, L_new, D)``.
 
     ``kv_a_proj_with_mqa`` maps each token to ``[c | k^R]`` (d_c + d_R numbers); ``kv_a_layernorm``
-    normalises c only; ``kv_b_proj`` holds, per head, the key and value up-projections
-    ``[W_UK^h ; W_UV^h]``. ``absorbed=False`` builds every head's keys and values from the cached latent;
-    ``absorbed=True`` never does: ``W_UK`` goes into the query (:func:`absorbed_scores`) and ``W_UV`` is
-    applied after the weighted sum of latents, before ``o_proj``. Both give the same output. With a cache,
+    normalises c only; ``kv_b_proj`` holds, per head, the key and value up-projections transposed,
+    ``[W_UK^(h)T ; W_UV^(h)T]`` of ``(d_k + d_v, d_c)``, as ``nn.Linear`` keeps (out, in).
+    ``absorbed=False`` builds every head's keys and values from the cached latent; ``absorbed=True`` never
+    does: ``W_UK`` goes into the query (:func:`absorbed_scores`) and ``W_UV`` is applied after the weighted
+    sum of latents, before ``o_proj``. Both give the same output. With a cache,
     the new tokens continue the cached positions. Taught in the chapter "Multi-head latent attention".
     """
 
@@ -219,7 +222,11 @@ class MultiHeadLatentAttention(nn.Module):
         self.register_buffer("rope_sin", sin, persistent=False)
 
     def up_projections(self) -> tuple[Tensor, Tensor]:
-        """``W_UK (H, d_k, d_c)`` and ``W_UV (H, d_v, d_c)``, the two halves of ``kv_b_proj`` per head."""
+        """``w_uk (H, d_k, d_c)`` and ``w_uv (H, d_v, d_c)``, the two halves of ``kv_b_proj`` per head.
+
+        As ``nn.Linear`` stores them, (out, in): ``w_uk[h]`` and ``w_uv[h]`` are the transposes of the
+        chapter's ``W_UK^(h)`` and ``W_UV^(h)``, which are ``(d_c, d_k)`` and ``(d_c, d_v)``.
+        """
         c = self.config
         w = self.kv_b_proj.weight.view(c.num_heads, c.qk_nope_head_dim + c.v_head_dim, c.kv_lora_rank)
         return w[:, : c.qk_nope_head_dim], w[:, c.qk_nope_head_dim :]  # (H, d_k, d_c), (H, d_v, d_c)

@@ -476,8 +476,8 @@ def original_and_modern_blocks() -> Figure:
 LATENT_ATTENTION_ALT = (
     "Block diagram of multi-head latent attention, read from top to bottom. The input X, shape (B, L, D), goes "
     "two ways. Left, the queries: q_proj (or, with a compressed query, q_a_proj, q_a_layernorm and q_b_proj) "
-    "gives per head a part without positions q^C, (B, H, L, d_k), and a rotary part q^R, (B, H, L, d_R), which "
-    "RoPE turns by position. Right, the keys and values: kv_a_proj_with_mqa gives, per token, d_c + d_R numbers; "
+    "gives per head a part without positions q^C, (B, H, L, d_k), which goes around the RoPE box unrotated, "
+    "and a rotary part q^R, (B, H, L, d_R), which RoPE turns by position. Right, the keys and values: kv_a_proj_with_mqa gives, per token, d_c + d_R numbers; "
     "kv_a_layernorm normalises the first d_c, the latent c, (B, L, d_c); RoPE turns the other d_R, the rotary key "
     "k^R, (B, L, d_R), one per token shared by every head. Only these two go into the latent cache, (B, L_k, d_c + "
     "d_R) for L_k cached tokens. Plain form: kv_b_proj projects the cached latent up to each head's key k^C, "
@@ -504,10 +504,10 @@ def latent_attention() -> Figure:
     compress = _box(ax, right, 1.95, 3.6, "kv_a_proj_with_mqa", "$(B, L, d_c + d_R)$", color=LINEAR)
     _arrow(ax, (x_in.x - 0.5, x_in.bottom[1]), (x_in.x - 0.5, 1.45), (left, 1.45), query.top)
     _arrow(ax, (x_in.x + 0.5, x_in.bottom[1]), (x_in.x + 0.5, 1.45), (right, 1.45), compress.top)
-    rope_query = _box(ax, left, 2.95, 2.9, "RoPE on $q^R$ per head", "$(B, H, L, d_R)$", color=ATTENTION)
+    rope_query = _box(ax, left + 0.6, 2.95, 1.7, "RoPE on $q^R$", "$(B, H, L, d_R)$", color=ATTENTION)
     latent = _box(ax, right - 0.95, 2.95, 1.7, "kv_a_layernorm", "latent $c$: $(B, L, d_c)$", color=NORM)
     rope_key = _box(ax, right + 0.95, 2.95, 1.7, "RoPE", "$k^R$: $(B, L, d_R)$", color=ATTENTION)
-    _arrow(ax, query.bottom, rope_query.top)
+    _arrow(ax, (rope_query.x, query.bottom[1]), rope_query.top)
     _arrow(ax, (latent.x, compress.bottom[1]), latent.top)
     _arrow(ax, (rope_key.x, compress.bottom[1]), rope_key.top)
     cache = _box(ax, right, 3.95, 3.6, "latent cache: $c_j$ and $k^R_j$", "$(B, L_k, d_c + d_R)$", color=RESHAPE)
@@ -518,13 +518,16 @@ def latent_attention() -> Figure:
     _arrow(ax, (up.x, cache.bottom[1]), up.top)
     attend = _box(ax, 3.6, 6.0, 4.6, "$(q^C k^{C\\top} + q^R k^{R\\top}) / \\sqrt{d_k + d_R}$",
                   "softmax, weighted values: $(B, H, L, d_v)$", color=ATTENTION)
-    _arrow(ax, rope_query.bottom, (left, attend.top[1]))
+    _arrow(ax, rope_query.bottom, (rope_query.x, attend.top[1]))
+    bypass = attend.top[1] - 0.25  # q^C is not rotated: it goes around the RoPE box
+    _arrow(ax, (0.45, query.bottom[1]), (0.45, bypass), (1.6, bypass), (1.6, attend.top[1]))
+    _note(ax, 0.55, 3.75, "$q^C$: not\nrotated")
     _arrow(ax, up.bottom, (up.x, attend.top[1]))
     bend = attend.top[1] - 0.25
     _arrow(ax, (6.65, cache.bottom[1]), (6.65, bend), (5.6, bend), (5.6, attend.top[1]))
     output = _box(ax, 3.6, 7.05, 2.2, "o_proj", "$(B, L, D)$", color=LINEAR)
     _arrow(ax, attend.bottom, output.top)
-    _note(ax, 0.12, 4.2, "Absorbed form:\n$W_{UK}$ folded into\nthe query, $W_{UV}$\ninto the output;\n"
-          "kv_b_proj never\nruns on the cache.")
+    _note(ax, 0.12, 7.05, "Absorbed form: $W_{UK}$\nfolded into the query,\n$W_{UV}$ into the output;\n"
+          "kv_b_proj never runs\non the cache.")
     _note(ax, 7.1, 7.05, "$k^R$: one per token,\nshared by every head", ha="right")
     return fig
