@@ -13,9 +13,10 @@ attention inside each head, grouped-query attention with a KV cache, and no bias
 - :func:`rename_hf_llama` and :meth:`DecoderLM.from_llama_state_dict`: a Hugging Face ``LlamaForCausalLM``
   checkpoint under these names, with the switches it needs (``HF_LLAMA_SWITCHES``) and its rotary base.
 
-The attention of today's open models adds six switches to :class:`DecoderConfig`, all off by default
+The attention of today's open models adds seven switches to :class:`DecoderConfig`, all off by default
 (chapter "Attention in today's open models"): ``qk_norm`` (an RMSNorm of ``head_dim`` on each head's
-queries and keys before the rotation, parameters ``q_norm`` and ``k_norm``: Qwen3, OLMo 2, Gemma 3),
+queries and keys before the rotation, parameters ``q_norm`` and ``k_norm``: Qwen3, Gemma 3; OLMo 2's
+QK-norm, one RMSNorm of width ``H · d_k`` over all heads together, is not this switch),
 ``norm_plus_one`` (RMSNorms that multiply by ``1 + weight``: Gemma, Qwen3-Next), ``query_pre_attn_scalar``
 (scores scaled by its ``-1/2`` power instead of ``d_k``'s: Gemma 2 and 3), ``attn_logit_softcapping``
 (scores through ``cap · tanh(s / cap)``: Gemma 2), ``sinks`` (one learned logit per head in the softmax's
@@ -24,9 +25,13 @@ sliding-window and global layers: Gemma 2 and 3, gpt-oss; a :class:`SlidingKVCac
 and ``attn_output_gate`` (a sigmoid gate from the layer's input on each head's output before ``o_proj``,
 the gate's rows interleaved with the queries' in ``q_proj``: Qwen3-Next). The names of the config fields
 and of the parameters are those of the Hugging Face configs and checkpoints, so a ``Qwen3ForCausalLM`` or a
-dense ``Qwen3NextForCausalLM`` loads through :func:`rename_hf_llama`, and a ``Gemma2Attention``,
-``Gemma3Attention`` or ``GptOssAttention`` state dict loads into :class:`Attention` as it is
-(``tests/test_llm_modern.py``).
+dense ``Qwen3NextForCausalLM`` with full rotary loads through :func:`rename_hf_llama`, and a ``Gemma2Attention``,
+``Gemma3Attention`` or ``GptOssAttention`` (with ``bias=True``: its four projections have biases) state dict
+loads into :class:`Attention` as it is (``tests/test_llm_modern.py``). Not implemented, so a released
+checkpoint of these families does not load as it is: Qwen3-Next's partial rotary (``partial_rotary_factor``
+0.25: only a quarter of ``head_dim`` rotates; the tests set 1.0), its linear-attention layers and experts;
+gpt-oss's YaRN-scaled rotary angles (the tests use plain ones) and experts; Gemma 3's second rotary base for
+its sliding layers.
 
 Taught in the chapter "From the original block to a modern LLM block" (today's switches in the chapter
 "Attention in today's open models").
