@@ -213,3 +213,13 @@ def test_the_bibliography_parses_and_has_every_cited_key():
         for match in re.finditer(r"\{cite(?::\w+)?\}`([^`]+)`", path.read_text()):
             cited.update(key.strip() for key in match.group(1).split(","))
     assert cited and cited <= keys, sorted(cited - keys)
+
+
+def test_every_glossary_term_is_preceded_by_an_empty_line():
+    """Sphinx warns (and the site build fails) on a term glued to the previous definition, as a merge leaves it."""
+    lines = (ROOT / "book" / "glossary.md").read_text(encoding="utf-8").splitlines()
+    start = lines.index("```{glossary}")
+    end = lines.index("```", start + 1)
+    glued = [f"line {i + 1}: {line}" for i, line in enumerate(lines[start + 2:end], start=start + 2)
+             if line and not line.startswith(" ") and lines[i - 1].strip()]
+    assert glued == [], glued
