@@ -395,10 +395,12 @@ def test_chapter_runs_in_jupyterlab_and_its_sliders_redraw(lab, lab_page, report
         assert module.is_relative_to(venv) and "site-packages" in module.parts, where
         assert not module.is_relative_to(repo), where
 
-        # Every InteractiveFigure output (a widget view plus its static text/html frames) is a live
-        # widget here, with its sliders and its image. (tqdm's progress bars are widgets too.)
+        # Every InteractiveFigure output (a widget view plus its static text/html frames) and every
+        # ModelExplorer (a text box, a temperature slider and its redrawn image) is a live widget here,
+        # with its sliders and its image. (tqdm's progress bars are widgets too.)
         figures = sum(1 for cell in notebook["cells"] for output in cell.get("outputs", [])
-                      if WIDGET_VIEW in output.get("data", {}) and "ls-interactive" in str(output["data"].get("text/html")))
+                      if WIDGET_VIEW in output.get("data", {})
+                      and re.search(r'class="ls-(interactive|explorer)"', str(output["data"].get("text/html"))))
         assert figures > 0, f"{chapter} shows no slider figure"
         page.wait_for_function(
             "([id, selector, n]) => document.getElementById(id).querySelectorAll(selector).length === n",
