@@ -522,11 +522,14 @@ class ModelExplorer:
             f'<figure class="lsx-bars"><figcaption>Next character: the {self.top_k} likeliest</figcaption>'
             f'<ol class="lsx-bar-list"></ol></figure>'
             f'<figure class="lsx-heat"><figcaption class="lsx-heat-title">Attention</figcaption>'
-            f'<div class="lsx-scroll"><canvas class="lsx-big" role="img" aria-label="attention weights"></canvas>'
+            # tabindex: a box that scrolls sideways (on a phone) must scroll with the keyboard too (axe).
+            f'<div class="lsx-scroll" tabindex="0" role="region" aria-label="attention weights, scrolls sideways">'
+            f'<canvas class="lsx-big" role="img" aria-label="attention weights"></canvas>'
             f'</div><p class="lsx-legend" aria-hidden="true">weight 0 <span class="lsx-ramp"></span> 1; grey: the '
             f"future, masked</p></figure></div>"
             f'<figure class="lsx-all"><figcaption>Every head (rows: layers; click one to enlarge it)</figcaption>'
-            f'<div class="lsx-scroll"><div class="lsx-grid"></div></div></figure>'
+            f'<div class="lsx-scroll" tabindex="0" role="region" aria-label="every head, scrolls sideways">'
+            f'<div class="lsx-grid"></div></div></figure>'
             f'<script type="application/json" class="lsx-config">{config}</script>'
             f"{reference}"
             f'<script>(function(){{"use strict";var root=document.getElementById("{uid}");{script}}})();</script>'

@@ -522,6 +522,10 @@ def test_a_phone_never_scrolls_the_page_sideways(browser, page_file):
         assert overflow <= 0, f"the page is {overflow} px wider than a 390 px phone"
         widest = page.evaluate("Math.max(...[...document.querySelectorAll('.lsx-scroll')].map(e => e.scrollWidth))")
         assert widest > 390, "the large heatmap should be wider than the phone, scrolling inside its own box"
+        from axe import audit
+
+        violations = audit(page, ".ls-explorer")  # a box that scrolls must scroll with the keyboard too
+        assert violations == [], "\n".join(violations)
         assert problems == []
     finally:
         context.close()
