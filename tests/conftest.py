@@ -51,3 +51,23 @@ def site():
     proc = book.build(capture=True)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]  # -W: any warning fails
     return ROOT / "_build" / "html"
+
+
+#: Debian's Chromium, driven by Playwright in the browser tests of test_site.py and test_explorer.py.
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("CI"):
+            pytest.fail(f"{CHROMIUM} is missing (scripts/test.sh installs Debian's chromium)")
+        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield b
+        b.close()

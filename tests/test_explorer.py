@@ -8,7 +8,6 @@ kinds of LanguageModel and every DecoderLM switch; type with the keyboard; feed 
 
 import base64
 import dataclasses
-import os
 
 import numpy as np
 import pytest
@@ -18,9 +17,6 @@ from torch import nn
 from lessons_src import CharTokenizer, DecoderConfig, DecoderLM, LanguageModel, ModelExplorer
 from lessons_src.explorer import describe_char
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 TOKENIZER = CharTokenizer("abcdefghijklmnopqrstuvwxyz ,.T\n")
 TYPED = "the cat sat on the mat, then the cat sat on the hat."  # longer than MAX_LEN: the page crops it
 MAX_LEN = 24
@@ -350,20 +346,6 @@ def write_page(path, explorers, width_note=""):
                     f'<body style="margin:0"><main style="max-width:60rem;margin:0 auto;padding:0 1rem">'
                     f"{width_note}{body}</main></body></html>")
     return path
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not os.path.exists(CHROMIUM):
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing (scripts/test.sh installs Debian's chromium)")
-        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

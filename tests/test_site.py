@@ -23,9 +23,6 @@ pytestmark = pytest.mark.site
 
 HTML = Path(os.environ.get("LESSONS_SITE_HTML") or ROOT / "_build" / "html")  # as the `site` fixture (conftest.py)
 SCREENSHOTS = ROOT / "tests" / "artifacts" / "pages"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 MAX_PAGE_BYTES = 2 * 1024 * 1024  # a page's HTML plus its images
 
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
@@ -109,20 +106,6 @@ def server(site):
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not os.path.exists(CHROMIUM):
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing (scripts/test.sh installs Debian's chromium)")
-        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def _open(browser, server, page_path):
