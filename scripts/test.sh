@@ -20,32 +20,28 @@ ensure_venv dev
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(lint unit dist notebooks site frontend load)
 
+# Install a Debian package a stage needs (as root, or with sudo), or say how to: apt_install PACKAGE WHY
+apt_install() {
+  local sudo=()
+  if [ "$(id -u)" != 0 ]; then
+    if ! command -v sudo >/dev/null; then
+      echo "warning: $1 is missing; install it (apt-get install $1) for $2" >&2
+      return
+    fi
+    sudo=(sudo)
+  fi
+  echo "==> installing Debian's $1 for $2"
+  ("${sudo[@]}" apt-get update -qq && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$1" >/dev/null) \
+    || echo "warning: could not install $1" >&2
+}
+
 # The browser tests drive Debian's Chromium (Playwright cannot download browsers here).
 if [[ " ${stages[*]} " =~ " "(site|frontend)" " ]] && [ ! -x /usr/bin/chromium ]; then
-  if [ "$(id -u)" = 0 ]; then
-    echo "==> installing Debian's chromium for the browser tests"
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-      || echo "warning: could not install chromium" >&2
-  elif command -v sudo >/dev/null; then
-    (sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-      || echo "warning: could not install chromium" >&2
-  else
-    echo "warning: /usr/bin/chromium is missing; install it (apt-get install chromium) for the browser tests" >&2
-  fi
+  apt_install chromium "the browser tests"
 fi
-
 # The accessibility audit (tests/axe.py) runs axe-core, fetched from the npm registry by npm.
 if [[ " ${stages[*]} " =~ " site " ]] && ! command -v npm >/dev/null; then
-  if [ "$(id -u)" = 0 ]; then
-    echo "==> installing npm for the accessibility audit (axe-core)"
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null) \
-      || echo "warning: could not install npm" >&2
-  elif command -v sudo >/dev/null; then
-    (sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null) \
-      || echo "warning: could not install npm" >&2
-  else
-    echo "warning: npm is missing; install it (apt-get install npm) for the accessibility audit" >&2
-  fi
+  apt_install npm "the accessibility audit (axe-core)"
 fi
 
 status=0
