@@ -29,7 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "_build"
 CACHE = BUILD / ".jupyter_cache"  # Jupyter Book's default execution cache, next to the HTML
 LAUNCH = BUILD / "launch"  # executed copies saved by tests/test_launch.py, one folder per environment
-SITE_ENV = "ipywidgets8"  # whose executions the site shows: the newest libraries, as in JupyterLab
+#: Whose executions the site shows, by preference: the newest libraries (as in JupyterLab), which the full
+#: test tier executes, else Colab's, the one execution of each page in the gate (CONTRIBUTING.md, "Two tiers").
+SITE_ENVS = ("ipywidgets8", "ipywidgets7.7.1")
 #: Pages about the machine that built the site: always executed by the build itself.
 EXECUTED_BY_THE_BUILD = ("book/status",)
 
@@ -124,16 +126,20 @@ def as_built(page: str, executed: nbformat.NotebookNode) -> nbformat.NotebookNod
     return source
 
 
-def seed_execution_cache(cache_path: Path = CACHE, env: str = SITE_ENV) -> list[str]:
-    """Put the matching launch executions of ``env`` into the build's execution cache; return their pages."""
+def seed_execution_cache(cache_path: Path = CACHE, envs: tuple[str, ...] = SITE_ENVS) -> list[str]:
+    """Put the matching launch execution of each page into the build's execution cache, from the first of
+    ``envs`` that has one; return the pages seeded."""
     from jupyter_cache import get_cache
     from jupyter_cache.base import CacheBundleIn
 
-    if not (LAUNCH / env).exists():
+    if not any((LAUNCH / env).exists() for env in envs):
         return []
     cache, package, seeded = get_cache(cache_path), package_hash(), []
     for page in notebook_pages():
-        executed = None if page in EXECUTED_BY_THE_BUILD else read_launch_copy(env, page, package)
+        if page in EXECUTED_BY_THE_BUILD:
+            continue
+        found = ((env, read_launch_copy(env, page, package)) for env in envs)
+        env, executed = next(((e, x) for e, x in found if x is not None), (None, None))
         if executed is None:
             continue
         bundle = CacheBundleIn(as_built(page, executed), str(ROOT / f"{page}.ipynb"),

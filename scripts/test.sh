@@ -1,24 +1,40 @@
 #!/usr/bin/env bash
-# Run the whole test suite, or some of its stages:
+# Run the test suite: the gate (the default, what CI runs) or the full tier, all stages or some.
+#
+#   bash scripts/test.sh                  the gate: every stage, each page executed once (within 30 minutes)
+#   bash scripts/test.sh full             the full tier: every stage, everything today's suite ever checked
+#   bash scripts/test.sh [full] STAGE...  only those stages, e.g. `bash scripts/test.sh notebooks site`
+#
+# The stages (CONTRIBUTING.md, "Two tiers", lists what each checks in each tier and which probe stands in
+# for which full check):
 #   lint       ruff over the code; every workflow validated against GitHub's schema and audited by zizmor (offline)
-#   unit       unit and hygiene tests (pytest -m "not site and not dist and not launch and not frontend")
+#   unit       unit and hygiene tests (pytest -m "not site and not dist and not launch and not frontend and not load")
 #   dist       the sdist and wheel built and checked; the wheel installed (not editable) in a fresh venv
-#   notebooks  every notebook as Colab runs it: alone in an empty folder, the package installed by its
-#              own install cell from a local clone, nbval, on ipywidgets 7.7.1 and 8 (solutions strict);
-#              each executed notebook is kept in _build/launch/ for the site stage
-#   site       the site built with -W (from the kept executions where they match), two executions
-#              of every page compared, the browser tests
-#   frontend   Binder's environment with real JupyterLab, driven by Chromium: run every chapter, move every slider
-#   load       with one busy process per core: every page that measures time run as Colab runs it
-#              (ipywidgets 7.7.1 and 8), the checks' contract test and learner table (last: it loads the machine)
-# Usage: bash scripts/test.sh [STAGE ...]     (extra pytest options: PYTEST_ADDOPTS="...")
+#   notebooks  every notebook as Colab runs it: alone in an empty folder, the package installed by its own
+#              install cell from a local clone, nbval, solutions strict; each executed notebook kept in
+#              _build/launch/ for the site stage. Gate: once, on Colab's ipywidgets 7.7.1, plus the widget
+#              probe (every chapter's slider figure in one notebook). Full: on ipywidgets 7.7.1 and 8.
+#   site       the site built with -W from the kept executions (no page executed again), the browser tests
+#              (one visit per page at desktop width: console, maths, sliders, axe; one at 390 px). Full: also
+#              every page's printed text compared between its two executions.
+#   frontend   Binder's environment with real JupyterLab, driven by Chromium. Gate: the widget probe run and
+#              every slider moved. Full: also every chapter run and its sliders moved.
+#   load       with one busy process per core: the checks' contract test, learner table and the timing helpers.
+#              Full: also every page that measures time run as Colab runs it (ipywidgets 7.7.1 and 8).
+# Extra pytest options: PYTEST_ADDOPTS="...". Each stage's time is printed; benchmarks/bench_gate.py times a run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+setup_t0=$SECONDS
 source scripts/_venv.sh
 ensure_venv dev
 
+tier=gate
+if [ "${1:-}" = full ] || [ "${1:-}" = gate ]; then tier=$1; shift; fi
+export LESSONS_TEST_TIER=$tier  # read by the tests (tests/launch_env.py)
+USER_PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-}"
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(lint unit dist notebooks site frontend load)
+echo "==> tier: $tier; stages: ${stages[*]}"
 
 # Install a Debian package a stage needs (as root, or with sudo), or say how to: apt_install PACKAGE WHY
 apt_install() {
@@ -44,10 +60,18 @@ if [[ " ${stages[*]} " =~ " site " ]] && ! command -v npm >/dev/null; then
   apt_install npm "the accessibility audit (axe-core)"
 fi
 
+# Each stage's time, and a JUnit report of each pytest stage (the tests' own times), for the benchmark
+# (benchmarks/bench_gate.py) and for CI's artifacts.
+REPORTS=_build/test-reports
+mkdir -p "$REPORTS"
+echo "setup $((SECONDS - setup_t0)) ok $tier" > "$REPORTS/stages.txt"  # this run's stages only
+echo "==> setup ($((SECONDS - setup_t0)) s)"
+
 status=0
 run_stage() {
   local t0=$SECONDS ok=0
   echo; echo "==> $1"
+  export PYTEST_ADDOPTS="${USER_PYTEST_ADDOPTS:-} --junitxml=$REPORTS/$1.xml"
   case "$1" in
     lint) ruff check lessons_src tests scripts benchmarks book/_ext || ok=1; check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml || ok=1; zizmor --offline --strict-collection --min-severity high .github/workflows || ok=1 ;;
     unit) pytest -q -m "not site and not dist and not launch and not frontend and not load" || ok=1 ;;
@@ -59,10 +83,11 @@ run_stage() {
     *) echo "unknown stage '$1' (lint, unit, dist, notebooks, load, site, frontend)" >&2; ok=1 ;;
   esac
   if [ $ok = 0 ]; then echo "    ok ($((SECONDS - t0)) s)"; else echo "    FAILED ($((SECONDS - t0)) s)"; status=1; fi
+  echo "$1 $((SECONDS - t0)) $([ $ok = 0 ] && echo ok || echo FAILED) $tier" >> "$REPORTS/stages.txt"
 }
 
 for stage in "${stages[@]}"; do run_stage "$stage"; done
 
 echo
-if [ $status = 0 ]; then echo "==> all stages passed: ${stages[*]}"; else echo "==> some stages FAILED"; fi
+if [ $status = 0 ]; then echo "==> all stages passed ($tier): ${stages[*]}"; else echo "==> some stages FAILED ($tier)"; fi
 exit $status

@@ -59,6 +59,16 @@ NEWEST = (
 )
 #: name -> requirements (besides the torch pin and nbval, which every environment gets).
 ENVS = {"ipywidgets7.7.1": COLAB, "ipywidgets8": NEWEST}
+COLAB_ENV = "ipywidgets7.7.1"
+
+#: The test tier (scripts/test.sh sets it; CONTRIBUTING.md, "Two tiers"): ``gate`` executes each page once,
+#: as Colab runs it; ``full`` executes each page in both environments.
+TIER = os.environ.get("LESSONS_TEST_TIER", "gate")
+if TIER not in ("gate", "full"):
+    raise ValueError(f"LESSONS_TEST_TIER is {TIER!r}; expected 'gate' or 'full'")
+#: The environments whose pages the tier executes: Colab's alone in the gate (ipywidgets 8 is probed by the
+#: widget probe in JupyterLab, tests/test_frontend.py), both in the full tier.
+TIER_ENVS = tuple(ENVS) if TIER == "full" else (COLAB_ENV,)
 
 
 def requirements(name: str) -> list[str]:

@@ -9,6 +9,10 @@ it and requires every code cell executed with no error output; then it moves eve
 keyboard and requires the slider's plot to be redrawn with a different image. The time from key press
 to new image is printed per chapter (a report, not a check: the machines are shared).
 
+In the gate (CONTRIBUTING.md, "Two tiers") the notebook run is the widget probe (tests/probe_notebook.py):
+every chapter's slider figure and a model explorer of each kind in one notebook; the full tier
+(`bash scripts/test.sh full frontend`) runs every chapter as well.
+
 Marked `frontend` (`bash scripts/test.sh frontend`). Screenshots, the timings and JupyterLab's log go
 to tests/artifacts/frontend/.
 """
@@ -29,8 +33,10 @@ import urllib.request
 from datetime import datetime
 from pathlib import Path
 
+import probe_notebook
 import pytest
 from conftest import ROOT
+from launch_env import TIER
 
 pytestmark = pytest.mark.frontend
 
@@ -354,10 +360,12 @@ def _next_chapter(request):
     return None
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS)
-def test_chapter_runs_in_jupyterlab_and_its_sliders_redraw(lab, lab_page, report, request, chapter):
-    page, path = lab_page, f"book/{chapter}"
-    row = report["chapters"].setdefault(chapter, {})
+def _run_and_move_every_slider(page, lab, report, path, row, following=None):
+    """Open ``path`` in JupyterLab, Run All Cells as a learner clicks it, require every cell to run without an
+    error in the installed wheel's kernel, then move every slider of every slider figure with the keyboard and
+    require a new picture each time. ``following``: a notebook to open in a background tab meanwhile.
+    Returns the number of figures found."""
+    name = Path(path).stem
     panel = None
     try:
         t0 = time.perf_counter()
@@ -371,9 +379,8 @@ def test_chapter_runs_in_jupyterlab_and_its_sliders_redraw(lab, lab_page, report
         t0 = time.perf_counter()
         page.locator("#jp-MainMenu .lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
         page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
-        following = _next_chapter(request)
         if following:
-            page.opened[f"book/{following}"] = page.evaluate(OPEN, [f"book/{following}", False])
+            page.opened[following] = page.evaluate(OPEN, [following, False])
         page.wait_for_function(RUN_FINISHED, arg=panel, timeout=RUN_TIMEOUT_MS, polling=100)
         page.wait_for_function(ACTIVE_AND_IDLE, arg=panel, timeout=RUN_TIMEOUT_MS)
         row["run_s"] = time.perf_counter() - t0
@@ -385,13 +392,13 @@ def test_chapter_runs_in_jupyterlab_and_its_sliders_redraw(lab, lab_page, report
         problems = _problems(notebook)
         assert not problems, "\n".join(problems)
 
-        # The kernel JupyterLab started for this notebook runs in book/ and imports the installed
+        # The kernel JupyterLab started for this notebook runs in its folder and imports the installed
         # wheel from the virtual environment, not lessons_src/ from the checkout.
         where = json.loads(page.evaluate(ASK_KERNEL, "import json, os, sys, lessons_src\n"
                                          "print(json.dumps([lessons_src.__file__, os.getcwd(), sys.prefix]))"))
         module, cwd, prefix = (Path(os.path.realpath(p)) for p in where)
         venv, repo = Path(os.path.realpath(lab.venv)), Path(os.path.realpath(lab.repo))
-        assert cwd == repo / "book" and prefix == venv, where
+        assert cwd == (repo / path).parent and prefix == venv, where
         assert module.is_relative_to(venv) and "site-packages" in module.parts, where
         assert not module.is_relative_to(repo), where
 
@@ -401,7 +408,7 @@ def test_chapter_runs_in_jupyterlab_and_its_sliders_redraw(lab, lab_page, report
         figures = sum(1 for cell in notebook["cells"] for output in cell.get("outputs", [])
                       if WIDGET_VIEW in output.get("data", {})
                       and re.search(r'class="ls-(interactive|explorer)"', str(output["data"].get("text/html"))))
-        assert figures > 0, f"{chapter} shows no slider figure"
+        assert figures > 0, f"{path} shows no slider figure"
         page.wait_for_function(
             "([id, selector, n]) => document.getElementById(id).querySelectorAll(selector).length === n",
             arg=[panel, FIGURE, figures], timeout=REDRAW_TIMEOUT_MS)
@@ -425,14 +432,34 @@ def test_chapter_runs_in_jupyterlab_and_its_sliders_redraw(lab, lab_page, report
         page.evaluate("([id, selector]) => document.getElementById(id).querySelector(selector).scrollIntoView()",
                       [panel, FIGURE])
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / f"{Path(chapter).stem}.png"))
+        page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
         row["rest_s"] = time.perf_counter() - t0
+        return figures
     except Exception:
         print(f"JupyterLab's log (tail):\n{lab.log_tail()}")
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(Exception):
-            page.screenshot(path=str(ARTIFACTS / f"{Path(chapter).stem}-failed.png"))
+            page.screenshot(path=str(ARTIFACTS / f"{name}-failed.png"))
         raise
     finally:
         if panel:
             page.evaluate(CLOSE, panel)
+
+
+def test_the_widget_probe_runs_in_jupyterlab_and_every_slider_redraws(lab, lab_page, report):
+    """The widget probe (tests/probe_notebook.py: every chapter's slider figure and a model explorer of each
+    kind, in one notebook) run in JupyterLab with Binder's ipywidgets 8: every figure is a live view in the
+    page, and every slider moved with the keyboard redraws its image through the kernel. In the gate this stands
+    in for running every chapter here (CONTRIBUTING.md, "Two tiers"); the full tier does both."""
+    path = "probe/widget_probe.ipynb"  # in a folder of its own: from the repository's root the kernel would
+    probe_notebook.write(lab.repo / "probe")  # import lessons_src/ from the checkout, not the installed wheel
+    figures = _run_and_move_every_slider(lab_page, lab, report, path, report["chapters"].setdefault(path, {}))
+    assert figures == len(probe_notebook.figure_names()), f"{figures} live figures, expected every one of the probe's"
+
+
+@pytest.mark.skipif(TIER != "full", reason="the full tier runs every chapter in JupyterLab (LESSONS_TEST_TIER=full)")
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_chapter_runs_in_jupyterlab_and_its_sliders_redraw(lab, lab_page, report, request, chapter):
+    following = _next_chapter(request)
+    _run_and_move_every_slider(lab_page, lab, report, f"book/{chapter}", report["chapters"].setdefault(chapter, {}),
+                               following=f"book/{following}" if following else None)

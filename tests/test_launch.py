@@ -36,6 +36,9 @@ How Colab runs a notebook, and how this test does the same:
   second notebook of one Colab runtime) and re-check only that it is that same wheel.
 * A slider that loses its live ipywidgets view still shows its precomputed frames, with a warning;
   here that warning is an error (``PYTHONWARNINGS``), so every slider is live on both majors.
+* Tiers (CONTRIBUTING.md, "Two tiers"): the gate runs each notebook once, in Colab's venv, and the widget
+  probe (tests/probe_notebook.py: every chapter's slider figure in one small notebook) there; the full tier
+  (``LESSONS_TEST_TIER=full``) runs every notebook and the probe in both venvs.
 
 Speed: ``bash scripts/test.sh notebooks`` runs ``pytest -m launch -n 2`` (pytest-xdist). The first
 worker to arrive builds both venvs at once while the other waits; then both run notebooks from
@@ -60,10 +63,11 @@ import time
 from pathlib import Path
 
 import nbformat
+import probe_notebook
 import pytest
 from launch_env import (
-    ENVS,
     ROOT,
+    TIER_ENVS,
     installed_lessons_src,
     locked,
     prepare,
@@ -83,8 +87,9 @@ def _rel(path: Path) -> str:
     return str(path.relative_to(ROOT))
 
 
-# Notebook by notebook, each in both venvs: two workers start on different venvs.
-PARAMS = [pytest.param(name, notebook, id=f"{name}-{_rel(notebook)}") for notebook in NOTEBOOKS for name in ENVS]
+# Notebook by notebook, each in the tier's venvs: Colab's alone in the gate (each page executed once), both
+# in the full tier (two workers start on different venvs).
+PARAMS = [pytest.param(name, notebook, id=f"{name}-{_rel(notebook)}") for notebook in NOTEBOOKS for name in TIER_ENVS]
 
 
 @pytest.fixture(scope="session")
@@ -192,7 +197,29 @@ def assert_the_stub_fails_its_check(executed, where: str) -> None:
         f"{where}: the exercise as handed out should fail its check with {expected!r}; it showed:\n{shown}"
 
 
-@pytest.mark.parametrize("name", ENVS)
+@pytest.mark.parametrize("name", TIER_ENVS)
+def test_every_slider_figure_lives(name, launched, tmp_path):
+    """The widget probe (tests/probe_notebook.py): every chapter's slider figure and a model explorer of each
+    kind, built from small inputs in one notebook run as Colab runs a page, each shown as a live ipywidgets view
+    (a dead one fails the run: DEAD_SLIDERS_FAIL) and every slider moved from the kernel to a new image. In the
+    gate this is what runs the figures on ipywidgets 7.7.1 besides the pages; JupyterLab runs it on ipywidgets 8."""
+    envs, release = launched
+    path = probe_notebook.write(tmp_path / "content")
+    executed = tmp_path / "executed.ipynb"
+    proc, seconds, _ = _execute(envs[name], release, path, strict=False, save_to=executed)
+    where = f"the widget probe on {name} ({envs[name].describe()})"
+    assert proc.returncode == 0, f"{where} failed:\n{_plain(proc.stdout)[-6000:]}\n{_plain(proc.stderr)[-2000:]}"
+    result = nbformat.read(executed, as_version=4)
+    views = sum(1 for cell in result.cells for output in cell.get("outputs", [])
+                if "application/vnd.jupyter.widget-view+json" in output.get("data", {}))
+    shown = probe_notebook.figure_names()
+    assert views == len(shown), f"{where}: {views} live views for {len(shown)} figures"
+    printed = "".join(o.get("text", "") for o in result.cells[-1].outputs)
+    assert printed.startswith(f"{probe_notebook.MOVED} ") and f"in {len(shown)} figures" in printed, (where, printed)
+    print(f"{where}: {printed.strip()} in {seconds:.0f} s")
+
+
+@pytest.mark.parametrize("name", TIER_ENVS)
 def test_a_dead_slider_fails_the_run(name, launched, tmp_path):
     """Without live ipywidgets an InteractiveFigure shows its static frames and warns; in this
     stage that fails the notebook (DEAD_SLIDERS_FAIL), so the sliders above were live on both majors."""

@@ -137,7 +137,7 @@ CHAPTERS = [ROOT / f"{page}.ipynb" for page in book.pages("Chapters")]
 @pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
 def test_every_chapter_asks_two_predict_first_questions(path):
     """Read from the source here; the site stage then clicks each one open in a browser
-    (tests/test_site.py, test_predict_first_answers_open_on_a_click). CONTRIBUTING.md, "Add a chapter"."""
+    (tests/test_site.py, test_page_in_a_browser: its predict-first check). CONTRIBUTING.md, "Add a chapter"."""
     found = predict_first_questions(path)
     assert found >= 2, (f"{path.relative_to(ROOT)} asks {found} predict-first questions, expected 2 or more: a markdown "
                         f'cell with the question, then {PREDICT}<summary>Show the answer</summary> ... </details>')

@@ -1,4 +1,5 @@
-"""Every page is seeded: two executions print the same text.
+"""Every page is seeded: two executions print the same text (the full tier), and the site shows the very
+execution the notebooks stage ran (both tiers).
 
 The first execution is the one the site shows, read from the build's execution cache: the launch
 stage's run on ipywidgets 8 (scripts/book.py seeds the cache with it), or the build's own. The
@@ -9,11 +10,19 @@ learner prints in Colab is what the site shows, and no page is executed a third 
 
 Compared: stdout and the text/plain of results and displays. Not compared: stderr (progress
 bars), widget views (their text carries timings), and cells tagged `timing`, whose outputs are
-measurements of time or memory."""
+measurements of time or memory.
+
+In the gate (CONTRIBUTING.md, "Two tiers") each page is executed once, on Colab's libraries, and the site
+shows that execution: what a learner prints in Colab is what the site shows by construction, and
+``test_the_site_shows_the_notebooks_stage_execution`` checks that the build took it (executed no page a
+second time, lost no output). The comparison of two executions runs in the full tier."""
+
+import os
 
 import nbformat
 import pytest
 from conftest import ROOT
+from launch_env import TIER
 from nbclient import NotebookClient
 
 import book  # scripts/, on sys.path (tests/conftest.py)
@@ -47,6 +56,37 @@ def text_outputs(nb, skip: set[int]) -> list[tuple[int, str]]:
     return found
 
 
+def _cache_record(path: str):
+    """The build's execution of ``path``: its cache record and the executed notebook."""
+    from jupyter_cache import get_cache
+
+    cache = get_cache(book.CACHE)
+    record = cache.match_cache_notebook(nbformat.read(ROOT / path, as_version=4))
+    return record, cache.get_cache_bundle(record.pk).nb
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS)
+def test_the_site_shows_the_notebooks_stage_execution(site, path):
+    """The page on the site is the notebooks stage's execution (read from _build/launch/), not a second one:
+    same code, same package, every printed text the same. Pages about the build machine are executed by the
+    build itself (``book.EXECUTED_BY_THE_BUILD``)."""
+    page = path.removesuffix(".ipynb")
+    if page in book.EXECUTED_BY_THE_BUILD:
+        pytest.skip("executed by the build itself: it reports on the machine that built the site")
+    if not any(book.read_launch_copy(env, page) for env in book.SITE_ENVS):
+        if os.environ.get("CI"):
+            pytest.fail(f"{path}: no execution from the notebooks stage matches this notebook and package; the site "
+                        "stage in CI runs after it (or downloads its _build/launch/)")
+        pytest.skip("the notebooks stage has not run on this code (run `bash scripts/test.sh notebooks site`)")
+    record, shown = _cache_record(path)
+    env = record.data.get("launch_env")
+    assert env in book.SITE_ENVS, f"{path}: the build executed the page again instead of showing the notebooks stage's"
+    launched = book.as_built(page, book.read_launch_copy(env, page))
+    skip = timing_cells(nbformat.read(ROOT / path, as_version=4))
+    assert text_outputs(shown, skip) == text_outputs(launched, skip), f"{path}: the site's outputs are not {env}'s"
+
+
+@pytest.mark.skipif(TIER != "full", reason="the full tier executes each page twice (LESSONS_TEST_TIER=full)")
 @pytest.mark.parametrize("path", NOTEBOOKS)
 def test_two_executions_print_the_same(site, path):
     from jupyter_cache import get_cache

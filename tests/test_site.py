@@ -121,51 +121,108 @@ def _open(browser, server, page_path):
     return context, page, problems
 
 
-@pytest.mark.parametrize("page_path", PAGES)
-def test_page_passes_the_accessibility_audit(server, browser, page_path):
+def _typeset(page, page_path):
+    """Wait for MathJax on a page with maths; return whether it has any."""
+    source = _html(HTML, page_path)
+    if "\\(" in source or "\\[" in source:
+        page.wait_for_selector("mjx-container", state="attached", timeout=15000)
+        return True
+    return False
+
+
+def _check_maths(page, page_path):
+    if _typeset(page, page_path):
+        raw = page.evaluate("document.querySelector('main').innerText.match(/\\\\\\(|\\\\\\[/g)")
+        assert raw is None, f"untypeset maths left on the page: {raw}"
+
+
+def _check_accessibility(page, page_path):
     """axe-core's WCAG 2 and 2.1 A/AA rules on the whole page as a reader gets it (book/_static/course-a11y.js
     included: it gives the theme's controls names that match what they show)."""
     from axe import audit
 
-    context, page, _ = _open(browser, server, page_path)
-    try:
-        page.wait_for_timeout(300)  # the icons' SVGs and their fixes come after the load event
-        violations = audit(page, "html")
-        assert violations == [], "\n".join(violations)
-    finally:
-        context.close()
+    page.wait_for_timeout(300)  # the icons' SVGs and their fixes come after the load event
+    violations = audit(page, "html")
+    assert violations == [], "\n".join(violations)
+
+
+def _check_sliders(page, page_path):
+    figures = page.locator(".ls-interactive")
+    for i in range(figures.count()):
+        figure = figures.nth(i)
+        sliders = figure.locator('input[type="range"]')
+        assert sliders.count() >= 1
+        for j in range(sliders.count()):
+            slider = sliders.nth(j)
+            slider.scroll_into_view_if_needed()
+            before = figure.locator("img").get_attribute("src")
+            label = figure.locator("output").nth(j).inner_text()
+            slider.focus()
+            at_end = slider.input_value() == slider.get_attribute("max")
+            page.keyboard.press("ArrowLeft" if at_end else "ArrowRight")
+            assert figure.locator("img").get_attribute("src") != before, f"figure {i} slider {j}: plot unchanged"
+            assert figure.locator("output").nth(j).inner_text() != label
+        assert figure.locator("img").get_attribute("alt"), f"figure {i} has no alt text"
+
+
+def _check_images(page, page_path):
+    for img in page.locator("main img").all():
+        assert img.evaluate("i => i.complete && i.naturalWidth > 0"), "an image did not load"
+
+
+def _check_predict_first(page, page_path):
+    """Every chapter asks at least two "predict first" questions whose answers stay hidden until the
+    reader clicks (a details element: no script, works offline)."""
+    questions = page.locator("details.predict")
+    assert questions.count() >= 2, f"{page_path} has {questions.count()} predict-first questions, expected 2 or more"
+    for i in range(questions.count()):
+        question = questions.nth(i)
+        answer = question.locator("p").first
+        assert not answer.is_visible(), f"{page_path}: answer {i} is visible before the click"
+        question.locator("summary").click()
+        assert answer.is_visible() and answer.inner_text().strip(), f"{page_path}: answer {i} did not open"
+
+
+def _check_solution_hidden(page, page_path):
+    answer = page.locator("details.hide", has_text="def ").first
+    code = answer.locator("div.highlight").first
+    assert not code.is_visible(), "the answer is visible before the reader asks for it"
+    answer.locator("summary").click()
+    assert code.is_visible()
 
 
 @pytest.mark.parametrize("page_path", PAGES)
 def test_page_in_a_browser(server, browser, page_path):
+    """One visit per page at desktop width, the checks in the order a reader meets the page: maths typeset,
+    a screenshot, the accessibility audit (before anything is moved), every slider moves its plot, every
+    image loaded, the predict-first answers open on a click (chapters), the solution stays hidden until asked
+    (solutions), the model explorer (the pages in EXPLORER_PAGES: _check_explorer),
+    and no console error, failed request or HTTP error all along. Every check runs; all failures are listed."""
     context, page, problems = _open(browser, server, page_path)
+    failures = []
+
+    def check(name, fn):
+        try:
+            fn(page, page_path)
+        except Exception as error:  # noqa: BLE001  (every check runs; each failure is reported by name)
+            failures.append(f"{name}: {type(error).__name__}: {error}")
+
     try:
-        source = _html(HTML, page_path)
-        if "\\(" in source or "\\[" in source:
-            page.wait_for_selector("mjx-container", state="attached", timeout=15000)
-            raw = page.evaluate("document.querySelector('main').innerText.match(/\\\\\\(|\\\\\\[/g)")
-            assert raw is None, f"untypeset maths left on the page: {raw}"
+        check("maths", _check_maths)
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)  # before any focus moves the sticky header
         page.screenshot(path=str(SCREENSHOTS / (page_path.replace("/", "__") + ".png")), full_page=True)
-        figures = page.locator(".ls-interactive")
-        for i in range(figures.count()):
-            figure = figures.nth(i)
-            sliders = figure.locator('input[type="range"]')
-            assert sliders.count() >= 1
-            for j in range(sliders.count()):
-                slider = sliders.nth(j)
-                slider.scroll_into_view_if_needed()
-                before = figure.locator("img").get_attribute("src")
-                label = figure.locator("output").nth(j).inner_text()
-                slider.focus()
-                at_end = slider.input_value() == slider.get_attribute("max")
-                page.keyboard.press("ArrowLeft" if at_end else "ArrowRight")
-                assert figure.locator("img").get_attribute("src") != before, f"figure {i} slider {j}: plot unchanged"
-                assert figure.locator("output").nth(j).inner_text() != label
-            assert figure.locator("img").get_attribute("alt"), f"figure {i} has no alt text"
-        for img in page.locator("main img").all():
-            assert img.evaluate("i => i.complete && i.naturalWidth > 0"), "an image did not load"
-        assert problems == [], problems
+        check("accessibility (axe-core)", _check_accessibility)
+        check("sliders", _check_sliders)
+        check("images", _check_images)
+        if page_path in CHAPTERS:
+            check("predict-first questions", _check_predict_first)
+        if page_path in SOLUTIONS:
+            check("solution hidden until asked", _check_solution_hidden)
+        if page_path in EXPLORER_PAGES:
+            check("model explorer", _check_explorer)
+        if problems:
+            failures.append(f"console and network: {problems}")
+        assert not failures, f"{page_path}:\n" + "\n".join(failures)
     finally:
         context.close()
 
@@ -173,13 +230,13 @@ def test_page_in_a_browser(server, browser, page_path):
 @pytest.mark.parametrize("page_path", PAGES)
 def test_a_phone_never_scrolls_the_page_sideways(server, browser, page_path):
     """At 390 px, the width of a phone, the page fits: long inline code wraps, while code cells,
-    outputs, tables and display maths scroll inside their own box."""
+    outputs, tables and display maths scroll inside their own box. On a page with a model explorer, the
+    explorer is filled too (the widest heatmap) and the page must still fit."""
     context = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True)
     try:
         page = context.new_page()
         page.goto(f"{server}/{page_path}.html", wait_until="networkidle")
-        if "\\(" in _html(HTML, page_path) or "\\[" in _html(HTML, page_path):
-            page.wait_for_selector("mjx-container", state="attached", timeout=15000)
+        _typeset(page, page_path)
         # Against the layout viewport (clientWidth, 390 px): a phone's window.innerWidth grows to the page's
         # width when the page overflows (it zooms out), so measured against it an overflow reads as 0.
         overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
@@ -188,37 +245,14 @@ def test_a_phone_never_scrolls_the_page_sideways(server, browser, page_path):
             .filter(e => !e.closest('div.highlight, div.cell_output, div.output, mjx-container, table, .ls-interactive'))
             .slice(0, 5).map(e => e.tagName + '.' + e.className + ': ' + (e.innerText || '').slice(0, 60))""")
         assert overflow <= 0, f"{page_path}: the page is {overflow} px wider than a 390 px phone: {culprits}"
-    finally:
-        context.close()
-
-
-@pytest.mark.parametrize("page_path", CHAPTERS)
-def test_predict_first_answers_open_on_a_click(server, browser, page_path):
-    """Every chapter asks at least two "predict first" questions whose answers stay hidden until the
-    reader clicks (a details element: no script, works offline)."""
-    context, page, _ = _open(browser, server, page_path)
-    try:
-        questions = page.locator("details.predict")
-        assert questions.count() >= 2, f"{page_path} has {questions.count()} predict-first questions, expected 2 or more"
-        for i in range(questions.count()):
-            question = questions.nth(i)
-            answer = question.locator("p").first
-            assert not answer.is_visible(), f"{page_path}: answer {i} is visible before the click"
-            question.locator("summary").click()
-            assert answer.is_visible() and answer.inner_text().strip(), f"{page_path}: answer {i} did not open"
-    finally:
-        context.close()
-
-
-@pytest.mark.parametrize("page_path", SOLUTIONS)
-def test_solutions_are_hidden_until_asked(server, browser, page_path):
-    context, page, _ = _open(browser, server, page_path)
-    try:
-        answer = page.locator("details.hide", has_text="def ").first
-        code = answer.locator("div.highlight").first
-        assert not code.is_visible(), "the answer is visible before the reader asks for it"
-        answer.locator("summary").click()
-        assert code.is_visible()
+        if page_path in EXPLORER_PAGES:
+            model = page.locator(".ls-explorer")
+            model_id = model.get_attribute("data-model-id")
+            longest = page.evaluate(f"window.lessonsModels[{model_id!r}].max_len")
+            text = "".join(c for c in page.evaluate(f"window.lessonsModels[{model_id!r}].chars") if c != "\n")
+            model.locator("textarea").fill((text * longest)[:longest])
+            overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            assert overflow <= 0, f"{page_path}: with the explorer full, the page is {overflow} px wider than a phone"
     finally:
         context.close()
 
@@ -247,53 +281,39 @@ def _largest_differences(ours, theirs):
     return logits, attention
 
 
-@pytest.mark.parametrize("page_path", EXPLORER_PAGES)
-def test_the_model_explorer_runs_the_pages_model_in_the_browser(server, browser, page_path):
+def _check_explorer(page, page_path):
     """The built page holds the model its notebook trained: the reader types, the figure follows, and the
     page's JavaScript forward equals PyTorch's numbers, computed by the notebook on a fixed text and embedded
     by ``ModelExplorer(reference_text=...)``, to 1e-4 in the logits and every head's weights. Printed: the
-    largest differences (``-s``). At 390 px, with the box full (the widest heatmap), the page never scrolls
-    sideways."""
-    context, page, problems = _open(browser, server, page_path)
-    try:
-        explorer = page.locator(".ls-explorer")
-        assert explorer.count() == 1, f"{page_path}: expected one model explorer, found {explorer.count()}"
-        model_id = explorer.get_attribute("data-model-id")
-        assert explorer.locator("script.lsx-reference").count() == 1, (
-            f"{page_path}: the explorer embeds no PyTorch reference (ModelExplorer(..., reference_text=...))")
-        reference = json.loads(explorer.locator("script.lsx-reference").text_content())
-        ours = page.evaluate(JS_FORWARD, [model_id, reference["text"]])
-        assert ours["tokens"] == reference["tokens"] and ours["text"] == reference["text"]
-        logits, attention = _largest_differences(ours, reference)
-        heads = sum(len(layer) for layer in reference["attention"])
-        print(f"{page_path}: JavaScript on the built page vs the notebook's PyTorch, {len(reference['tokens'])} "
-              f"characters, {heads} heads: logits {logits:.1e}, attention {attention:.1e}")
-        assert logits < 1e-4 and attention < 1e-4, f"{page_path}: logits {logits:.2e}, attention {attention:.2e}"
+    largest differences (``-s``). (At 390 px, with the box full: test_a_phone_never_scrolls_the_page_sideways.)"""
+    explorer = page.locator(".ls-explorer")
+    assert explorer.count() == 1, f"{page_path}: expected one model explorer, found {explorer.count()}"
+    model_id = explorer.get_attribute("data-model-id")
+    assert explorer.locator("script.lsx-reference").count() == 1, (
+        f"{page_path}: the explorer embeds no PyTorch reference (ModelExplorer(..., reference_text=...))")
+    reference = json.loads(explorer.locator("script.lsx-reference").text_content())
+    ours = page.evaluate(JS_FORWARD, [model_id, reference["text"]])
+    assert ours["tokens"] == reference["tokens"] and ours["text"] == reference["text"]
+    logits, attention = _largest_differences(ours, reference)
+    heads = sum(len(layer) for layer in reference["attention"])
+    print(f"{page_path}: JavaScript on the built page vs the notebook's PyTorch, {len(reference['tokens'])} "
+          f"characters, {heads} heads: logits {logits:.1e}, attention {attention:.1e}")
+    assert logits < 1e-4 and attention < 1e-4, f"{page_path}: logits {logits:.2e}, attention {attention:.2e}"
 
-        box = explorer.locator("textarea")
-        box.scroll_into_view_if_needed()
-        box.click()
-        page.keyboard.press("Control+End")
-        before = explorer.evaluate(EXPLORER_STATE)
-        typed = next(c for c in "eaAt" if c in page.evaluate(f"window.lessonsModels[{model_id!r}].chars"))
-        page.keyboard.type(typed * 3)  # three keystrokes, each a forward pass and a redraw
-        after = explorer.evaluate(EXPLORER_STATE)
-        assert after["redraws"] == before["redraws"] + 3, f"{page_path}: {after['redraws'] - before['redraws']} redraws"
-        for part in ("big", "small", "bars"):
-            assert after[part] != before[part], f"{page_path}: typing left the {part} figure unchanged"
-        assert problems == [], problems
-    finally:
-        context.close()
+    box = explorer.locator("textarea")
+    box.scroll_into_view_if_needed()
+    box.click()
+    page.keyboard.press("Control+End")
+    before = explorer.evaluate(EXPLORER_STATE)
+    typed = next(c for c in "eaAt" if c in page.evaluate(f"window.lessonsModels[{model_id!r}].chars"))
+    page.keyboard.type(typed * 3)  # three keystrokes, each a forward pass and a redraw
+    after = explorer.evaluate(EXPLORER_STATE)
+    assert after["redraws"] == before["redraws"] + 3, f"{page_path}: {after['redraws'] - before['redraws']} redraws"
+    for part in ("big", "small", "bars"):
+        assert after[part] != before[part], f"{page_path}: typing left the {part} figure unchanged"
 
-    phone = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True)
-    try:
-        page = phone.new_page()
-        page.goto(f"{server}/{page_path}.html", wait_until="networkidle")
-        model = page.locator(".ls-explorer")
-        longest = page.evaluate(f"window.lessonsModels[{model_id!r}].max_len")
-        text = "".join(c for c in page.evaluate(f"window.lessonsModels[{model_id!r}].chars") if c != "\n")
-        model.locator("textarea").fill((text * longest)[:longest])
-        overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
-        assert overflow <= 0, f"{page_path}: with the explorer full, the page is {overflow} px wider than a phone"
-    finally:
-        phone.close()
+
+def test_the_explorer_pages_are_the_pages_with_an_explorer(site):
+    """EXPLORER_PAGES lists every built page that shows a model explorer (the browser checks run on those)."""
+    shown = [page for page in PAGES if 'class="ls-explorer"' in _html(site, page)]
+    assert shown == EXPLORER_PAGES, shown

@@ -4,11 +4,14 @@ Learners run the course on shared machines (Colab's free VMs, Binder's, a laptop
 open). This stage (``bash scripts/test.sh load``) keeps one busy process per CPU core running
 while it
 
-* runs every page that measures time (found by what its code calls, not listed by hand) as Colab
-  runs it, alone in an empty folder with the package installed by its own install cell, on
-  ipywidgets 7.7.1 and 8 (``tests/test_launch.py``'s venvs and runner): every cell must run;
-* runs the checks' contract test and the learner table (``tests/test_checks_contract.py``,
-  ``tests/test_checks_learners.py``) in a pytest of their own: every test must pass.
+* runs the checks' contract test, the learner table and the timing helpers' tests
+  (``tests/test_checks_contract.py``, ``tests/test_checks_learners.py``, ``tests/test_profiling.py``) in a
+  pytest of their own: every test must pass;
+* in the full tier only (``bash scripts/test.sh full load``), runs every page that measures time (found by
+  what its code calls, not listed by hand) as Colab runs it, alone in an empty folder with the package
+  installed by its own install cell, on ipywidgets 7.7.1 and 8 (``tests/test_launch.py``'s venvs and
+  runner): every cell must run. In the gate, ``tests/test_timing_claims.py`` (unit stage) stands in for it:
+  no page asserts on a measured duration (CONTRIBUTING.md, "Two tiers").
 
 What each timing page printed about time (its "shown / not shown" lines) is written to
 ``tests/artifacts/load/`` and printed with ``-rP``. The busy processes are plain Python loops that
@@ -25,7 +28,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from launch_env import ROOT, sync_notebooks
+from launch_env import ROOT, TIER, sync_notebooks
 from test_launch import _execute, _plain, _rel, launched  # noqa: F401  (launched: the session's venvs)
 
 pytestmark = pytest.mark.load
@@ -77,6 +80,8 @@ def _timing_lines(executed) -> list[str]:
     return lines
 
 
+@pytest.mark.skipif(TIER != "full", reason="the full tier runs the timing pages under load (LESSONS_TEST_TIER=full); "
+                    "in the gate tests/test_timing_claims.py checks that no page asserts on a measured duration")
 @pytest.mark.parametrize("name", ["ipywidgets7.7.1", "ipywidgets8"])
 @pytest.mark.parametrize("notebook", TIMING_PAGES, ids=[_rel(nb) for nb in TIMING_PAGES])
 def test_a_timing_page_runs_on_a_busy_machine(notebook, name, launched, busy_machine, tmp_path):  # noqa: F811
@@ -98,9 +103,10 @@ def test_a_timing_page_runs_on_a_busy_machine(notebook, name, launched, busy_mac
 
 
 def test_the_checks_contract_and_learner_table_pass_on_a_busy_machine(busy_machine):
-    """Every pathological learner and every row of the learner table, with the machine busy."""
+    """Every pathological learner and every row of the learner table, and the timing helpers' tests, with the
+    machine busy."""
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "tests/test_checks_contract.py", "tests/test_checks_learners.py"],
+                           "tests/test_checks_contract.py", "tests/test_checks_learners.py", "tests/test_profiling.py"],
                           cwd=ROOT, capture_output=True, text=True, timeout=3000)
     tail = _plain(proc.stdout)[-4000:]
     print(f"with {busy_machine} busy processes:\n{tail.splitlines()[-1] if tail else ''}")
