@@ -11,9 +11,10 @@ does on a fresh clone (installs included), timing bench_pages.py's reference not
 ``stages.txt``, written by scripts/test.sh, and one JUnit XML per pytest stage) and runs nothing.
 
 How a chapter's marginal cost is counted, from the run's own records: the notebooks stage's executions of its
-three pages (divided by the stage's two workers), the site stage's tests of its three pages plus their share of
-the site build, the unit tests named after its pages or its check module (tests/test_checks_<topic>.py), and its
-figures' share of the widget probe (frontend) and of the load stage. Printed per chapter, with the median and
+three pages (the tests' own time, without the venvs' set-up, divided by the stage's two workers), the site stage's
+tests of its three pages plus their share of the site build, the larger of the unit tests named after its pages or
+its check module (tests/test_checks_<topic>.py) and an even share of the unit stage, its figures' share of the
+widget probe (frontend), and an even share of the load stage. Printed per chapter, with the median and
 the largest; the budget applies to the largest.
 
 Usage: python benchmarks/bench_gate.py [--tier gate|full] [--reports DIR] [--keep]
@@ -78,8 +79,10 @@ def chapter_costs(stages: dict, cases: dict, site_build_s: float | None) -> dict
         if site_build_s is not None:
             site += site_build_s * sum(1 for p in pages if p.endswith("/" + stem)) / len(pages)
         row["site"] = site
-        row["unit"] = sum(t for name, t in cases.get("unit", [])
-                          if own.search(name) or name.startswith(f"tests.test_checks_{topic}::"))
+        # Unit: the larger of the tests named after the chapter and an even share of the stage (a chapter
+        # brings its module's, its check's, its figure's tests and its learner rows, not all named after it).
+        named = sum(t for name, t in cases.get("unit", []) if own.search(name) or name.startswith(f"tests.test_checks_{topic}::"))
+        row["unit"] = max(named, stages.get("unit", (0.0, ""))[0] / len(chapters))
         share = figures.get(stem, 1) / max(1, sum(figures.values()))
         row["frontend"] = sum(t for _, t in cases.get("frontend", [])) * share
         row["load"] = stages.get("load", (0.0, ""))[0] / len(chapters)

@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             sync = subprocess.run([sys.executable, str(ROOT / "scripts" / "sync_notebooks.py")], cwd=ROOT)
             if sync.returncode != 0:
                 raise ReleaseError("scripts/sync_notebooks.py failed (see above)")
-            print(f"version {args.version}: now run `bash scripts/test.sh`, commit, and follow RELEASING.md")
+            print(f"version {args.version}: commit, then run both tiers (`bash scripts/test.sh` and `bash scripts/test.sh full`) on that commit before tagging: RELEASING.md")
     except ReleaseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -62,7 +62,7 @@ fi
 
 # Each stage's time, and a JUnit report of each pytest stage (the tests' own times), for the benchmark
 # (benchmarks/bench_gate.py) and for CI's artifacts.
-REPORTS=_build/test-reports
+REPORTS="$PWD/_build/test-reports"  # absolute: pytest runs inside pytest (nbval) start elsewhere
 mkdir -p "$REPORTS"
 echo "setup $((SECONDS - setup_t0)) ok $tier" > "$REPORTS/stages.txt"  # this run's stages only
 echo "==> setup ($((SECONDS - setup_t0)) s)"
@@ -71,7 +71,7 @@ status=0
 run_stage() {
   local t0=$SECONDS ok=0
   echo; echo "==> $1"
-  export PYTEST_ADDOPTS="${USER_PYTEST_ADDOPTS:-} --junitxml=$REPORTS/$1.xml"
+  export PYTEST_ADDOPTS="${USER_PYTEST_ADDOPTS:-} --junitxml=$REPORTS/$1.xml -o junit_duration_report=call"
   case "$1" in
     lint) ruff check lessons_src tests scripts benchmarks book/_ext || ok=1; check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml || ok=1; zizmor --offline --strict-collection --min-severity high .github/workflows || ok=1 ;;
     unit) pytest -q -m "not site and not dist and not launch and not frontend and not load" || ok=1 ;;

@@ -259,7 +259,8 @@ def kernel_threads() -> int:
 
 def notebook_environment(env: Env, release: Release, strict: bool) -> dict[str, str]:
     """The launch venv first on PATH, git pointed at the local release; nothing from the checkout."""
-    drop = ("PYTHON", "VIRTUAL_ENV", "GIT_", "LESSONS_SRC_", "MPLBACKEND", "JUPYTER_PATH", "PIP_REQUIRE")
+    # PYTEST_ADDOPTS is the outer run's (scripts/test.sh's JUnit report, a -k filter): not for the notebook's nbval.
+    drop = ("PYTHON", "VIRTUAL_ENV", "GIT_", "LESSONS_SRC_", "MPLBACKEND", "JUPYTER_PATH", "PIP_REQUIRE", "PYTEST_ADDOPTS")
     environ = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     checkout_bins = {str(ROOT / ".venv" / "bin"), str(Path(sys.executable).parent)}
     path = [p for p in environ.get("PATH", "").split(os.pathsep) if p and p not in checkout_bins]

@@ -107,7 +107,8 @@ def test_the_checks_contract_and_learner_table_pass_on_a_busy_machine(busy_machi
     machine busy."""
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            "tests/test_checks_contract.py", "tests/test_checks_learners.py", "tests/test_profiling.py"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=3000)
+                          cwd=ROOT, capture_output=True, text=True, timeout=3000,
+                          env={k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"})  # not the outer run's report
     tail = _plain(proc.stdout)[-4000:]
     print(f"with {busy_machine} busy processes:\n{tail.splitlines()[-1] if tail else ''}")
     assert proc.returncode == 0, tail + _plain(proc.stderr)[-2000:]
