@@ -11,8 +11,8 @@ does on a fresh clone (installs included), timing bench_pages.py's reference not
 ``stages.txt``, written by scripts/test.sh, and one JUnit XML per pytest stage) and runs nothing.
 
 How a chapter's marginal cost is counted, from the run's own records: the notebooks stage's executions of its
-three pages (the tests' own time, without the venvs' set-up, divided by the stage's two workers), the site stage's
-tests of its three pages plus their share of the site build, the larger of the unit tests named after its pages or
+three pages (each notebook's own run, without the venvs' set-up, divided by the stage's two workers), the site
+stage's tests of its three pages (divided by its two workers) plus their share of the site build, the larger of the unit tests named after its pages or
 its check module (tests/test_checks_<topic>.py) and an even share of the unit stage, its figures' share of the
 widget probe (frontend), and an even share of the load stage. Printed per chapter, with the median and
 the largest; the budget applies to the largest.
@@ -42,6 +42,7 @@ import book  # noqa: E402  (scripts/book.py: the pages)
 BUDGET_S = {"gate": 30 * 60, "full": 90 * 60}
 CHAPTER_BUDGET_S = 60.0
 NOTEBOOK_WORKERS = 2  # scripts/test.sh: pytest -m launch -n 2
+SITE_WORKERS = 2  # scripts/test.sh: pytest -m site -n 2
 
 
 def read_stages(reports: Path) -> dict[str, tuple[float, str]]:
@@ -59,7 +60,11 @@ def read_testcases(reports: Path) -> dict[str, list[tuple[str, float]]]:
     for xml in sorted(reports.glob("*.xml")):
         rows = []
         for case in ET.parse(xml).getroot().iter("testcase"):
-            rows.append((f"{case.get('classname')}::{case.get('name')}", float(case.get("time") or 0.0)))
+            # A launch test records the notebook's own run (launch_seconds): without the wait for the venv's
+            # first notebook to install the package, which is paid once per venv, not per chapter.
+            own = {p.get("name"): p.get("value") for p in case.iter("property")}.get("launch_seconds")
+            seconds = float(own) if own is not None else float(case.get("time") or 0.0)
+            rows.append((f"{case.get('classname')}::{case.get('name')}", seconds))
         cases[xml.stem] = rows
     return cases
 
@@ -75,7 +80,7 @@ def chapter_costs(stages: dict, cases: dict, site_build_s: float | None) -> dict
         own = re.compile(rf"(^|[^0-9A-Za-z_]){re.escape(stem)}([^0-9A-Za-z_]|$)")
         row = {}
         row["notebooks"] = sum(t for name, t in cases.get("notebooks", []) if own.search(name)) / NOTEBOOK_WORKERS
-        site = sum(t for name, t in cases.get("site", []) if own.search(name))
+        site = sum(t for name, t in cases.get("site", []) if own.search(name)) / SITE_WORKERS
         if site_build_s is not None:
             site += site_build_s * sum(1 for p in pages if p.endswith("/" + stem)) / len(pages)
         row["site"] = site

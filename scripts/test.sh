@@ -14,7 +14,7 @@
 #              install cell from a local clone, nbval, solutions strict; each executed notebook kept in
 #              _build/launch/ for the site stage. Gate: once, on Colab's ipywidgets 7.7.1, plus the widget
 #              probe (every chapter's slider figure in one notebook). Full: on ipywidgets 7.7.1 and 8.
-#   site       the site built with -W from the kept executions (no page executed again), the browser tests
+#   site       the site built with -W from the kept executions (no page executed again), the browser tests (two workers)
 #              (one visit per page at desktop width: console, maths, sliders, axe; one at 390 px). Full: also
 #              every page's printed text compared between its two executions.
 #   frontend   Binder's environment with real JupyterLab, driven by Chromium. Gate: the widget probe run and
@@ -77,7 +77,7 @@ run_stage() {
     unit) pytest -q -m "not site and not dist and not launch and not frontend and not load" || ok=1 ;;
     dist) pytest -q -m dist || ok=1 ;;
     notebooks) pytest -q -m launch -n 2 || ok=1 ;;  # two xdist workers (tests/test_launch.py)
-    site) pytest -q -m site || ok=1 ;;
+    site) pytest -q -m site -n 2 || ok=1 ;;  # two xdist workers: the browser tests; one builds the site, the other waits
     load) pytest -q -m load -rP || ok=1 ;;  # one worker: the busy processes take the other cores
     frontend) pytest -q -m frontend || ok=1 ;;
     *) echo "unknown stage '$1' (lint, unit, dist, notebooks, load, site, frontend)" >&2; ok=1 ;;

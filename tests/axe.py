@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from launch_env import locked
 
 VERSION = "4.14.1"
 HOME = Path(__file__).parent / "artifacts" / "axe"
@@ -21,14 +22,15 @@ SCRIPT = HOME / "node_modules" / "axe-core" / "axe.min.js"
 
 
 def axe_source() -> str:
-    if not SCRIPT.exists():
-        npm = shutil.which("npm")
-        if npm is None:
-            message = "npm is missing (scripts/test.sh installs it): the accessibility audit needs axe-core"
-            pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
-        HOME.mkdir(parents=True, exist_ok=True)
-        subprocess.run([npm, "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(HOME),
-                        f"axe-core@{VERSION}"], check=True, timeout=600)
+    HOME.mkdir(parents=True, exist_ok=True)
+    with locked(HOME / ".install.lock"):  # one npm install, whichever pytest-xdist worker comes first
+        if not SCRIPT.exists():
+            npm = shutil.which("npm")
+            if npm is None:
+                message = "npm is missing (scripts/test.sh installs it): the accessibility audit needs axe-core"
+                pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
+            subprocess.run([npm, "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(HOME),
+                            f"axe-core@{VERSION}"], check=True, timeout=600)
     return SCRIPT.read_text(encoding="utf-8")
 
 

@@ -9,7 +9,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))  # the tests import the repository's scripts: book, sync_notebooks, ...
 
-from launch_env import pytest_terminal_summary  # noqa: E402, F401  (the launch stage's per-venv timings)
+from launch_env import locked, pytest_terminal_summary  # noqa: E402, F401  (the launch stage's per-venv timings)
 
 import book  # noqa: E402
 
@@ -40,21 +40,29 @@ def _not_strict(monkeypatch):
 
 
 @pytest.fixture(scope="session")
-def site():
-    """Build the website once per test session, as scripts/site.sh does (scripts/book.py: -W, and
+def site(tmp_path_factory):
+    """Build the website once per test run, as scripts/site.sh does (scripts/book.py: -W, and
     the pages the launch stage executed with this code come from its executions); return _build/html.
+    With pytest-xdist (the site stage runs two workers) the first worker builds and the other waits.
 
     With ``LESSONS_SITE_HTML`` set to the html folder of a site already built, that site is tested as
     it is and not built again (to rerun the site tests against one build: the build executes every page).
     """
     if os.environ.get("LESSONS_SITE_HTML"):
         return Path(os.environ["LESSONS_SITE_HTML"])
-    t0 = time.perf_counter()
-    proc = book.build(capture=True)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]  # -W: any warning fails
-    reports = ROOT / "_build" / "test-reports"  # the build's time, for benchmarks/bench_gate.py
-    reports.mkdir(parents=True, exist_ok=True)
-    (reports / "site-build.txt").write_text(f"{time.perf_counter() - t0:.1f} seconds for the site build\n")
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the run's directory, above each worker's own
+    built = shared / "site-built"
+    with locked(shared / "site.lock"):
+        if not built.exists():
+            t0 = time.perf_counter()
+            proc = book.build(capture=True)
+            assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]  # -W: any warning fails
+            reports = ROOT / "_build" / "test-reports"  # the build's time, for benchmarks/bench_gate.py
+            reports.mkdir(parents=True, exist_ok=True)
+            (reports / "site-build.txt").write_text(f"{time.perf_counter() - t0:.1f} seconds for the site build\n")
+            built.write_text("built\n")
     return ROOT / "_build" / "html"
 
 

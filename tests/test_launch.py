@@ -208,7 +208,10 @@ def test_every_slider_figure_lives(name, launched, tmp_path):
     executed = tmp_path / "executed.ipynb"
     proc, seconds, _ = _execute(envs[name], release, path, strict=False, save_to=executed)
     where = f"the widget probe on {name} ({envs[name].describe()})"
-    assert proc.returncode == 0, f"{where} failed:\n{_plain(proc.stdout)[-6000:]}\n{_plain(proc.stderr)[-2000:]}"
+    # The figure and slider at fault first (the probe's assertion, or the dead view's warning), then the log.
+    said = re.findall(r"(?:AssertionError|UserWarning|Error): .*", _plain(proc.stdout))
+    assert proc.returncode == 0, (f"{where} failed: {said[0] if said else 'see below'}\n"
+                                  f"{_plain(proc.stdout)[-6000:]}\n{_plain(proc.stderr)[-2000:]}")
     result = nbformat.read(executed, as_version=4)
     views = sum(1 for cell in result.cells for output in cell.get("outputs", [])
                 if "application/vnd.jupyter.widget-view+json" in output.get("data", {}))

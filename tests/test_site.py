@@ -49,9 +49,15 @@ def test_page_is_built_and_self_contained(site, page):
 def test_page_weight(site, page):
     html_path = site / (page + ".html")
     total = html_path.stat().st_size
+    missing = []
     for src in set(re.findall(r'<img[^>]*src="([^"]+)"', html_path.read_text())):
         if not src.startswith("data:"):
-            total += (html_path.parent / src).resolve().stat().st_size
+            image = (html_path.parent / src).resolve()
+            if not image.exists():
+                missing.append(src)
+                continue
+            total += image.stat().st_size
+    assert not missing, f"{page}: images referenced but not built: {missing}"
     assert total < MAX_PAGE_BYTES, f"{page}: {total / 1024:.0f} KiB"
 
 
@@ -59,7 +65,10 @@ def test_page_weight(site, page):
 def test_figures_have_alt_text(site, page):
     """A figure from a cell's output needs `mystnb: {image: {alt: ...}}` in that cell's metadata;
     without it the alt text is the image's file name."""
-    images = re.findall(r'<img alt="([^"]*)" src="([^"]+)"', _html(site, page))
+    images = []  # (alt, src) of every img, whichever attribute comes first (a slider figure's src comes first)
+    for tag in re.findall(r"<img\b[^>]*>", _html(site, page)):
+        alt, src = re.search(r'\balt="([^"]*)"', tag), re.search(r'\bsrc="([^"]+)"', tag)
+        images.append((alt.group(1) if alt else "", src.group(1)[:60] if src else "?"))
     missing = [src for alt, src in images if not alt or alt == src or alt.endswith(".png")]
     assert missing == [], f"{page}: figures without alt text: {missing}"
 
