@@ -14,8 +14,8 @@
 #              install cell from a local clone, nbval, solutions strict; each executed notebook kept in
 #              _build/launch/ for the site stage. Gate: once, on Colab's ipywidgets 7.7.1, plus the widget
 #              probe (every chapter's slider figure in one notebook). Full: on ipywidgets 7.7.1 and 8.
-#   site       the site built with -W from the kept executions (no page executed again), the browser tests (two workers)
-#              (one visit per page at desktop width: console, maths, sliders, axe; one at 390 px). Full: also
+#   site       the site built with -W from the kept executions (no page executed again), the browser tests on
+#              two workers (one visit per page at desktop width: console, maths, sliders, axe; one at 390 px). Full: also
 #              every page's printed text compared between its two executions.
 #   frontend   Binder's environment with real JupyterLab, driven by Chromium. Gate: the widget probe run and
 #              every slider moved. Full: also every chapter run and its sliders moved.

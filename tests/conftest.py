@@ -9,7 +9,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))  # the tests import the repository's scripts: book, sync_notebooks, ...
 
-from launch_env import locked, pytest_terminal_summary  # noqa: E402, F401  (the launch stage's per-venv timings)
+from launch_env import locked, pytest_terminal_summary, run_directory  # noqa: E402, F401  (the launch stage's per-venv timings)
 
 import book  # noqa: E402
 
@@ -50,9 +50,7 @@ def site(tmp_path_factory):
     """
     if os.environ.get("LESSONS_SITE_HTML"):
         return Path(os.environ["LESSONS_SITE_HTML"])
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # the run's directory, above each worker's own
+    shared = run_directory(tmp_path_factory)
     built = shared / "site-built"
     with locked(shared / "site.lock"):
         if not built.exists():

@@ -185,6 +185,12 @@ def release_repository(where: Path) -> Release:
     return Release(where, tag, commit)
 
 
+def run_directory(tmp_path_factory) -> Path:
+    """The test run's temporary directory, shared by its pytest-xdist workers (each has its own below it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @contextmanager
 def locked(path: Path) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (pytest-xdist workers are separate processes)."""

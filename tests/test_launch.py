@@ -72,6 +72,7 @@ from launch_env import (
     locked,
     prepare,
     release_repository,
+    run_directory,
     run_notebook,
     sync_notebooks,
 )
@@ -98,11 +99,8 @@ def launched(request, tmp_path_factory):
     names = sorted({item.callspec.params["name"] for item in request.session.items
                     if (item.get_closest_marker("launch") or item.get_closest_marker("load"))
                     and "name" in getattr(getattr(item, "callspec", None), "params", {})})
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # the session's directory, above each worker's own
     cache = os.environ.get("LESSONS_SRC_LAUNCH_CACHE")
-    return prepare(shared, names, (ROOT / cache).resolve() if cache else None)
+    return prepare(run_directory(tmp_path_factory), names, (ROOT / cache).resolve() if cache else None)
 
 
 def test_the_repository_url_resolves_to_the_local_release(tmp_path):

@@ -22,7 +22,7 @@ import os
 import nbformat
 import pytest
 from conftest import ROOT
-from launch_env import TIER
+from launch_env import COLAB_ENV, TIER
 from nbclient import NotebookClient
 
 import book  # scripts/, on sys.path (tests/conftest.py)
@@ -30,7 +30,6 @@ import book  # scripts/, on sys.path (tests/conftest.py)
 pytestmark = pytest.mark.site
 
 NOTEBOOKS = [page + ".ipynb" for page in book.notebook_pages()]
-COLAB_ENV = "ipywidgets7.7.1"  # tests/launch_env.py
 WIDGET = "application/vnd.jupyter.widget-view+json"
 
 
@@ -73,7 +72,8 @@ def test_the_site_shows_the_notebooks_stage_execution(site, path):
     page = path.removesuffix(".ipynb")
     if page in book.EXECUTED_BY_THE_BUILD:
         pytest.skip("executed by the build itself: it reports on the machine that built the site")
-    if not any(book.read_launch_copy(env, page) for env in book.SITE_ENVS):
+    copies = {env: book.read_launch_copy(env, page) for env in book.SITE_ENVS}
+    if not any(copies.values()):
         if os.environ.get("CI"):
             pytest.fail(f"{path}: no execution from the notebooks stage matches this notebook and package; the site "
                         "stage in CI runs after it (or downloads its _build/launch/)")
@@ -81,7 +81,7 @@ def test_the_site_shows_the_notebooks_stage_execution(site, path):
     record, shown = _cache_record(path)
     env = record.data.get("launch_env")
     assert env in book.SITE_ENVS, f"{path}: the build executed the page again instead of showing the notebooks stage's"
-    launched = book.as_built(page, book.read_launch_copy(env, page))
+    launched = book.as_built(page, copies[env])
     skip = timing_cells(nbformat.read(ROOT / path, as_version=4))
     assert text_outputs(shown, skip) == text_outputs(launched, skip), f"{path}: the site's outputs are not {env}'s"
 
@@ -89,13 +89,9 @@ def test_the_site_shows_the_notebooks_stage_execution(site, path):
 @pytest.mark.skipif(TIER != "full", reason="the full tier executes each page twice (LESSONS_TEST_TIER=full)")
 @pytest.mark.parametrize("path", NOTEBOOKS)
 def test_two_executions_print_the_same(site, path):
-    from jupyter_cache import get_cache
-
     page = path.removesuffix(".ipynb")
     source = nbformat.read(ROOT / path, as_version=4)
-    cache = get_cache(book.CACHE)
-    record = cache.match_cache_notebook(source)
-    first = cache.get_cache_bundle(record.pk).nb
+    record, first = _cache_record(path)
     colab = book.read_launch_copy(COLAB_ENV, page) if record.data.get("launch_env") else None
     if colab is not None:
         second = book.as_built(page, colab)

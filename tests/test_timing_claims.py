@@ -51,9 +51,10 @@ def _call_name(call: ast.Call) -> tuple[str | None, str | None]:
 TIMING_ALIASES: set[str] = set()
 
 
-def _measures(call: ast.Call, timing_functions) -> bool:
+def _measures(call: ast.Call) -> bool:
+    """Whether a call reads the clock or a timing helper (the page's own functions: see _reads)."""
     owner, name = _call_name(call)
-    if name in timing_functions or (owner is None and name in TIMING_ALIASES):
+    if owner is None and name in TIMING_ALIASES:
         return True
     if name in ("time", "repeat"):  # only the clock's: time.time(), timeit.repeat(...)
         return owner in TIMING_MODULES
@@ -93,7 +94,7 @@ def _reads(node: ast.AST, measured: set[str], timing_functions: dict) -> list[st
         name = _call_name(node)[1]
         if isinstance(timing_functions.get(name), tuple) and not any(timing_functions[name]):
             pass  # a function of the page whose results are none of them measured
-        elif name in timing_functions or _measures(node, set()):
+        elif name in timing_functions or _measures(node):
             found.append(f"{name}(...)")
     for child in ast.iter_child_nodes(node):
         found += _reads(child, measured, timing_functions)
@@ -104,45 +105,33 @@ def _names(target: ast.AST) -> list[str]:
     return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
 
 
-def _root(target: ast.AST) -> str | None:
-    """The variable a subscript or attribute target writes into: ``times`` for ``times[name][0]``."""
-    while isinstance(target, ast.Subscript | ast.Attribute | ast.Call):
-        if isinstance(target, ast.Call):  # times.setdefault(name, []).append(...): times
-            if not isinstance(target.func, ast.Attribute):
-                return None
-            target = target.func
-        target = target.value
-    return target.id if isinstance(target, ast.Name) else None
-
-
 #: Names of the page's mappings of measurements (``times[name] = ...``): iterating one gives its keys, which are
 #: not measured. Reset for each notebook by :func:`problems`.
 MAPPINGS: set[str] = set()
 
 
-def _keyed(target: ast.AST) -> bool:
-    """Whether a write goes into its variable through a key: ``times[k] = ...``, ``times[k].append(...)``."""
+def _container(target: ast.AST) -> tuple[str | None, bool]:
+    """The variable a subscript, attribute or method-call target writes into (``times`` for ``times[name][0]``
+    and ``times.setdefault(name, []).append(...)``), and whether the write goes through a key."""
     keyed = False
     while isinstance(target, ast.Subscript | ast.Attribute | ast.Call):
         if isinstance(target, ast.Call):
             if not isinstance(target.func, ast.Attribute):
-                return False
+                return None, False
             target = target.func
-        keyed = isinstance(target, ast.Subscript) or (keyed and isinstance(target, ast.Attribute)
-                                                        and target.attr in ("setdefault", "get"))
-        if isinstance(target, ast.Attribute) and target.attr == "setdefault":
-            keyed = True
+        keyed = keyed or isinstance(target, ast.Subscript) or (isinstance(target, ast.Attribute)
+                                                                and target.attr == "setdefault")
         target = target.value
-    return keyed
+    return (target.id if isinstance(target, ast.Name) else None), keyed
 
 
 def _tainted_targets(target: ast.AST, value: ast.AST, measured: set[str], timing_functions: dict,
                      iterating: bool = False) -> set[str]:
     """The names that ``target = value`` (or ``for target in value``) makes measured."""
     if isinstance(target, ast.Subscript | ast.Attribute | ast.Call):  # times[name] = ...: the container holds them
-        root = _root(target)
+        root, keyed = _container(target)
         if root and _reads(value, measured, timing_functions):
-            if _keyed(target):
+            if keyed:
                 MAPPINGS.add(root)
             return {root}
         return set()
@@ -231,8 +220,6 @@ def problems(cells: list[str]) -> list[str]:
                     pairs = [(node.func.value, ast.Tuple(elts=node.args, ctx=ast.Load()), False)]  # times.append(t)
                 for target, value, iterating in pairs:
                     new = _tainted_targets(target, value, measured, timing_functions, iterating) - measured
-                    if isinstance(target, ast.Attribute | ast.Subscript) is False and new - set(_names(target)):
-                        new &= set(_names(target))
                     if new:
                         measured |= new
                         changed = True

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from launch_env import ROOT, TIER, sync_notebooks
+from launch_env import ENVS, ROOT, TIER, sync_notebooks
 from test_launch import _execute, _plain, _rel, launched  # noqa: F401  (launched: the session's venvs)
 
 pytestmark = pytest.mark.load
@@ -82,7 +82,7 @@ def _timing_lines(executed) -> list[str]:
 
 @pytest.mark.skipif(TIER != "full", reason="the full tier runs the timing pages under load (LESSONS_TEST_TIER=full); "
                     "in the gate tests/test_timing_claims.py checks that no page asserts on a measured duration")
-@pytest.mark.parametrize("name", ["ipywidgets7.7.1", "ipywidgets8"])
+@pytest.mark.parametrize("name", ENVS)
 @pytest.mark.parametrize("notebook", TIMING_PAGES, ids=[_rel(nb) for nb in TIMING_PAGES])
 def test_a_timing_page_runs_on_a_busy_machine(notebook, name, launched, busy_machine, tmp_path):  # noqa: F811
     envs, release = launched
