@@ -25,6 +25,8 @@ Each module holds one concept and names the chapter that teaches it:
 - ``alibi``: attention with linear biases, ALiBi (chapter "ALiBi and length extrapolation")
 - ``language_model``: a small decoder-only model, sampling, and the scores of previous-token and
   induction heads (chapters "A language model and its heads" and "Induction heads")
+- ``experiments``: small experiments built so that the mechanism decides them (the trigger task), and
+  the rule that reads a comparison over seeds (chapter "Attention in today's open models")
 - ``device``: device and seeding helpers, used by every chapter
 - ``_validate``: the input checks every public function and ``forward`` makes once, at its boundary
 - ``plotting``, ``widgets``: heatmaps, and sliders that work live and on the static site
@@ -41,16 +43,26 @@ from .data import reversal_batch, shift_batch
 from .device import default_device, one_cpu_thread, seed_everything
 from .efficient import elu_feature_map, fused_attention, linear_attention
 from .encoder import DecoderBlock, Encoder, EncoderBlock, FeedForward, count_parameters, layer_norm
+from .experiments import (
+    SeedComparison,
+    compare_seeds,
+    position_only_loss,
+    reach_loss,
+    train_trigger,
+    trigger_batch,
+)
 from .explorer import ModelExplorer
 from .gqa import CausalSelfAttention, GroupedQueryAttention, KVCache, kv_cache_bytes
 from .language_model import (
     CharTokenizer,
     LanguageModel,
+    best_ngram_loss,
     bigram_loss,
     course_text,
     generate,
     induction_score,
     next_token_probs,
+    ngram_loss,
     previous_token_score,
     repeated_tokens,
     windows,
@@ -146,6 +158,8 @@ __all__ = [
     "repeated_tokens",
     "windows",
     "bigram_loss",
+    "ngram_loss",
+    "best_ngram_loss",
     "previous_token_score",
     "induction_score",
     "sliding_window_mask",
@@ -163,5 +177,11 @@ __all__ = [
     "diagonal_mass",
     "warmup_factor",
     "ModelExplorer",
+    "SeedComparison",
+    "compare_seeds",
+    "position_only_loss",
+    "reach_loss",
+    "train_trigger",
+    "trigger_batch",
     "__version__",
 ]

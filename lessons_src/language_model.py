@@ -17,6 +17,8 @@ Taught in the chapters "A language model and its heads" and "Induction heads".
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from importlib import resources
 
 import torch
@@ -28,7 +30,8 @@ from .masks import causal_mask
 from .multihead import MultiHeadAttention
 from .positional import LearnedPositionalEmbedding
 
-__all__ = ["course_text", "CharTokenizer", "windows", "bigram_loss", "LanguageModel", "next_token_probs", "generate",
+__all__ = ["course_text", "CharTokenizer", "windows", "bigram_loss", "ngram_loss", "best_ngram_loss", "LanguageModel",
+           "next_token_probs", "generate",
            "repeated_tokens", "previous_token_score", "induction_score"]
 
 
@@ -91,6 +94,15 @@ def windows(source: Tensor, context: int, batch_size: int,
             torch.stack([source[s + 1:s + context + 1] for s in starts]))  # (B, context), one token later
 
 
+def _check_tokens(tokens: Tensor, name: str, vocab_size: int, where: str) -> None:
+    if not isinstance(tokens, Tensor) or tokens.dim() != 1 or tokens.dtype != torch.long or len(tokens) < 2:
+        raise ValueError(f"{where}: {name} must be a 1-D int64 tensor of at least 2 token ids, got "
+                         f"{getattr(tokens, 'dtype', type(tokens).__name__)} {tuple(getattr(tokens, 'shape', ()))}")
+    if tokens.min() < 0 or tokens.max() >= vocab_size:
+        raise ValueError(f"{where}: {name} holds ids outside 0..{vocab_size - 1} "
+                         f"(min {tokens.min().item()}, max {tokens.max().item()})")
+
+
 def bigram_loss(train: Tensor, held_out: Tensor, vocab_size: int, smoothing: float = 1.0) -> float:
     """Held-out cross-entropy (nats per token) of a bigram table counted on ``train``: the baseline.
 
@@ -102,18 +114,85 @@ def bigram_loss(train: Tensor, held_out: Tensor, vocab_size: int, smoothing: flo
     """
     check.positive_int(vocab_size, "vocab_size", "bigram_loss")
     for name, tokens in (("train", train), ("held_out", held_out)):
-        if not isinstance(tokens, Tensor) or tokens.dim() != 1 or tokens.dtype != torch.long or len(tokens) < 2:
-            raise ValueError(f"bigram_loss: {name} must be a 1-D int64 tensor of at least 2 token ids, got "
-                             f"{getattr(tokens, 'dtype', type(tokens).__name__)} {tuple(getattr(tokens, 'shape', ()))}")
-        if tokens.min() < 0 or tokens.max() >= vocab_size:
-            raise ValueError(f"bigram_loss: {name} holds ids outside 0..{vocab_size - 1} "
-                             f"(min {tokens.min().item()}, max {tokens.max().item()})")
+        _check_tokens(tokens, name, vocab_size, "bigram_loss")
     if not isinstance(smoothing, (int, float)) or isinstance(smoothing, bool) or not smoothing > 0:
         raise ValueError(f"bigram_loss: smoothing must be a number > 0, got {smoothing!r}")
     pairs = train[:-1] * vocab_size + train[1:]  # (N - 1,) one id per (a, b)
     counts = torch.bincount(pairs, minlength=vocab_size**2).view(vocab_size, vocab_size).double()  # (|V|, |V|)
     probs = (counts + smoothing) / (counts.sum(dim=1, keepdim=True) + smoothing * vocab_size)  # rows sum to 1
     return -probs[held_out[:-1], held_out[1:]].log().mean().item()
+
+
+
+def _kneser_ney(train_ids: list[int], vocab_size: int, n: int, discount: float) -> Callable[[tuple[int, ...], int], float]:
+    """``probability(context, token)`` of the interpolated Kneser-Ney table counted on ``train_ids``."""
+    counts: list[dict[tuple[int, ...], int]] = [{} for _ in range(n + 1)]  # counts[k]: k-token sequences
+    for k in range(1, n + 1):
+        table = counts[k]
+        for i in range(len(train_ids) - k + 1):
+            gram = tuple(train_ids[i:i + k])
+            table[gram] = table.get(gram, 0) + 1
+    for k in range(1, n):  # lower orders: the number of distinct tokens seen before each sequence
+        continuations: dict[tuple[int, ...], int] = {}
+        for gram in counts[k + 1]:
+            continuations[gram[1:]] = continuations.get(gram[1:], 0) + 1
+        counts[k] = continuations
+    totals: list[dict[tuple[int, ...], int]] = [{} for _ in range(n + 1)]  # N(h)
+    kinds: list[dict[tuple[int, ...], int]] = [{} for _ in range(n + 1)]  # T(h)
+    for k in range(1, n + 1):
+        for gram, count in counts[k].items():
+            totals[k][gram[:-1]] = totals[k].get(gram[:-1], 0) + count
+            kinds[k][gram[:-1]] = kinds[k].get(gram[:-1], 0) + 1
+
+    def probability(context: tuple[int, ...], token: int) -> float:
+        context = context[len(context) - (n - 1):] if n > 1 else ()
+        p = 1.0 / vocab_size
+        for k in range(1, len(context) + 2):  # from the unigram up to the longest context available
+            h = context[len(context) - (k - 1):] if k > 1 else ()
+            total = totals[k].get(h, 0)
+            if total:
+                p = max(counts[k].get(h + (token,), 0) - discount, 0) / total + discount * kinds[k][h] / total * p
+        return p
+
+    return probability
+
+
+def ngram_loss(train: Tensor, held_out: Tensor, vocab_size: int, n: int, discount: float = 0.75) -> float:
+    """Held-out cross-entropy (nats per token) of an interpolated Kneser-Ney n-gram table counted on ``train``.
+
+    The count-based baseline a trained model is read against: the table predicts each token from the
+    ``n - 1`` before it, ``p(c | h) = max(N(h c) - D, 0) / N(h) + D · T(h) / N(h) · p(c | h')`` with ``h'``
+    the context one token shorter, ``T(h)`` the number of distinct tokens seen after ``h`` and ``D`` the
+    ``discount``; the lower orders count continuations (in how many contexts a sequence occurs) instead of
+    occurrences, and the lowest falls back to uniform over ``vocab_size``. Every row sums to one. A held-out
+    token's context is the tokens before it in ``held_out`` (fewer at its start). Taught in the chapter
+    "A language model and its heads"; :func:`best_ngram_loss` picks ``n`` and ``D``.
+    """
+    where = "ngram_loss"
+    check.positive_int(vocab_size, "vocab_size", where)
+    check.positive_int(n, "n", where)
+    if isinstance(discount, bool) or not isinstance(discount, (int, float)) or not 0 < discount <= 1:
+        raise ValueError(f"{where}: discount must be a number in (0, 1], got {discount!r}")
+    for name, tokens in (("train", train), ("held_out", held_out)):
+        _check_tokens(tokens, name, vocab_size, where)
+    probability = _kneser_ney(train.tolist(), vocab_size, n, discount)
+    held_ids = held_out.tolist()
+    return -sum(math.log(probability(tuple(held_ids[max(0, i - n + 1):i]), token))
+                for i, token in enumerate(held_ids)) / len(held_ids)
+
+
+def best_ngram_loss(train: Tensor, held_out: Tensor, vocab_size: int, max_n: int = 8,
+                    discounts: tuple[float, ...] = (0.5, 0.75, 0.9)) -> tuple[float, int, float]:
+    """The lowest held-out loss of :func:`ngram_loss` over ``n = 1 .. max_n`` and ``discounts``: ``(loss, n, D)``.
+
+    Chosen on the held-out text itself, so the baseline is as strong as a table of this kind can be made
+    there, and a model that beats it has beaten every such table. Taught in the chapter "A language model
+    and its heads".
+    """
+    check.positive_int(max_n, "max_n", "best_ngram_loss")
+    if not discounts:
+        raise ValueError("best_ngram_loss: discounts must name at least one discount")
+    return min((ngram_loss(train, held_out, vocab_size, n, d), n, d) for n in range(1, max_n + 1) for d in discounts)
 
 
 class _AttentionOnlyBlock(nn.Module):

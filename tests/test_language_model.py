@@ -14,11 +14,14 @@ from lessons_src import EncoderBlock
 from lessons_src.language_model import (
     CharTokenizer,
     LanguageModel,
+    _kneser_ney,
+    best_ngram_loss,
     bigram_loss,
     course_text,
     generate,
     induction_score,
     next_token_probs,
+    ngram_loss,
     previous_token_score,
     repeated_tokens,
     windows,
@@ -234,3 +237,42 @@ def test_bigram_loss_names_bad_input():
         bigram_loss(torch.tensor([[0, 1]]), torch.tensor([0, 1]), 3)
     with pytest.raises(ValueError, match="smoothing must be a number > 0"):
         bigram_loss(torch.tensor([0, 1]), torch.tensor([0, 1]), 3, smoothing=0)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+@pytest.mark.parametrize("discount", [0.5, 0.9])
+def test_every_ngram_row_is_a_distribution(n, discount):
+    train = torch.randint(0, 5, (300,), generator=torch.Generator().manual_seed(n))
+    contexts = [train[10:10 + n - 1].tolist(), [4] * (n - 1), train[50:50 + n - 2].tolist(), [], [3, 3, 3, 3, 3]]
+    for context in contexts:
+        probability = _kneser_ney(train.tolist(), 5, n, discount)
+        probs = [probability(tuple(context), c) for c in range(5)]
+        assert all(p > 0 for p in probs) and sum(probs) == pytest.approx(1.0, abs=1e-9), (context, probs)
+
+
+def test_the_ngram_table_by_hand_and_against_the_bigram_table():
+    train = torch.tensor([0, 1, 0, 1, 0, 2])
+    # n = 1, raw counts 3, 2, 1 (N = 6, T = 3): p(0) = (3 - D)/6 + D * 3/6 * 1/3 = 1/2 with D = 0.5.
+    assert ngram_loss(train, torch.tensor([0, 0]), 3, 1, 0.5) == pytest.approx(math.log(2), rel=1e-12)
+    # Below the top order the counts are continuations: 0, 1 and 2 each follow one distinct token, so
+    # p_1(c) = (1 - D)/3 + D * 3/3 * 1/3 = 1/3 for every c.
+    # Order 2 after 0: N(0 .) = 3 (1, 1, 2), T = 2: p(1 | 0) = (2 - D)/3 + D * 2/3 * p_1(1), p_1(1) = 1/3.
+    p_1_given_0 = (2 - 0.5) / 3 + 0.5 * 2 / 3 * (1 / 3)
+    held = torch.tensor([0, 1])  # p(0) at the start (no context), then p(1 | 0)
+    assert ngram_loss(train, held, 3, 2, 0.5) == pytest.approx(-(math.log(1 / 3) + math.log(p_1_given_0)) / 2, rel=1e-12)
+    # On text the longer contexts pay: the best table beats the bigram table by a wide margin.
+    tokenizer = CharTokenizer(course_text())
+    data = tokenizer.encode(course_text()[:40_000])
+    train_text, held_text = data[:36_000], data[36_000:]
+    loss, n, discount = best_ngram_loss(train_text, held_text, tokenizer.vocab_size, max_n=5, discounts=(0.75,))
+    assert n > 2 and loss < bigram_loss(train_text, held_text, tokenizer.vocab_size) - 0.3
+    assert loss == ngram_loss(train_text, held_text, tokenizer.vocab_size, n, 0.75)
+
+
+def test_ngram_loss_names_bad_input():
+    with pytest.raises(ValueError, match="held_out holds ids outside 0..2"):
+        ngram_loss(torch.tensor([0, 1]), torch.tensor([0, 3]), 3, 2)
+    with pytest.raises(ValueError, match="discount must be a number in"):
+        ngram_loss(torch.tensor([0, 1]), torch.tensor([0, 1]), 3, 2, discount=1.5)
+    with pytest.raises(ValueError, match="n must be a positive int"):
+        ngram_loss(torch.tensor([0, 1]), torch.tensor([0, 1]), 3, 0)

@@ -1,0 +1,182 @@
+"""Small experiments built so that the mechanism decides them, and the rule that reads them over seeds.
+
+- :func:`trigger_batch`: the trigger task. A first token, then ``length`` random letters; in half the
+  sequences one letter is replaced by a trigger. At every position the answer is 1 if the trigger has
+  appeared so far, else 0. A head that looks for the trigger solves it; a head that cannot see far
+  enough back cannot.
+- :func:`train_trigger`: one small :class:`lessons_src.DecoderLM` per variant, every variant on the same
+  batches from the same initial draw, so that differences between them are paired seed by seed.
+- :func:`answer_loss`, :func:`position_only_loss`, :func:`reach_loss`: the loss of a model, of the best
+  answer that reads only the position, and of the best answer that sees only the last keys a stack of
+  sliding windows can reach (the ideal model with that reach).
+- :func:`compare_seeds`: a paired difference read against the spread of the seeds; a difference inside
+  it is "not shown at this scale".
+
+Taught in the chapter "Attention in today's open models".
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from . import _validate as check
+from .device import one_cpu_thread
+from .llm import HF_LLAMA_SWITCHES, DecoderConfig, DecoderLM
+
+__all__ = ["BOS", "TRIGGER", "TRIGGER_VOCAB", "trigger_batch", "answer_loss", "position_only_loss", "reach_loss",
+           "train_trigger", "SeedComparison", "compare_seeds"]
+
+BOS, TRIGGER = 0, 1
+TRIGGER_VOCAB = 10  # BOS, the trigger, letters 2-9
+_FIRSTS = ("bos", "letter")
+
+
+def trigger_batch(n: int, length: int = 16, generator: torch.Generator | None = None,
+                  first: str = "bos") -> tuple[Tensor, Tensor]:
+    """``n`` sequences of the trigger task: ``(tokens, answers)``, each int64 ``(n, 1 + length)``.
+
+    ``first="bos"``: every sequence starts with the same token ``BOS`` (as real text starts with one);
+    ``first="letter"``: with a random letter, the control in which the first position holds nothing a
+    head could find by its content. The trigger never sits at position 0. ``answers[b, i]`` is 1 from the
+    trigger on. Taught in the chapter "Attention in today's open models".
+    """
+    where = "trigger_batch"
+    check.positive_int(n, "n", where)
+    check.positive_int(length, "length", where)
+    if first not in _FIRSTS:
+        raise ValueError(f"{where}: first must be one of {_FIRSTS}, got {first!r}")
+    letters = torch.randint(2, TRIGGER_VOCAB, (n, 1 + length), generator=generator)  # (n, 1 + length)
+    if first == "bos":
+        letters[:, 0] = BOS
+    has_trigger = torch.rand(n, generator=generator) < 0.5  # (n,)
+    at = torch.randint(1, 1 + length, (n,), generator=generator)  # (n,): positions 1 .. length
+    letters[has_trigger, at[has_trigger]] = TRIGGER
+    return letters, (letters == TRIGGER).long().cummax(dim=1).values  # 1 from the trigger on
+
+
+def answer_loss(model: DecoderLM, tokens: Tensor, answers: Tensor) -> Tensor:
+    """Cross-entropy of the model's answer (its logits 0 and 1 at every position), mean over positions.
+
+    ``tokens`` and ``answers`` as :func:`trigger_batch` makes them. Taught in the chapter "Attention in today's
+    open models".
+    """
+    return F.cross_entropy(model(tokens)[..., :2].flatten(0, 1), answers.flatten())
+
+
+def _best_answer_loss(answers: Tensor, groups: Tensor) -> float:
+    # The loss of answering each group (an int label per entry) with the share of 1s in that group.
+    answers, groups = answers.flatten().double(), groups.flatten()
+    share = torch.zeros(int(groups.max()) + 1, dtype=torch.float64).index_add_(0, groups, answers)
+    count = torch.zeros_like(share).index_add_(0, groups, torch.ones_like(answers))
+    p = (share / count.clamp(min=1))[groups].clamp(1e-9, 1 - 1e-9)
+    return F.binary_cross_entropy(p, answers).item()
+
+
+def position_only_loss(answers: Tensor) -> float:
+    """The loss of the best answer that reads the position but no token: the share of 1s at each position
+    of ``answers (n, L)`` (computed on the batch itself, so no model can beat it by knowing the batch).
+
+    Taught in the chapter "Attention in today's open models".
+    """
+    positions = torch.arange(answers.size(1)).expand_as(answers)  # (n, L)
+    return _best_answer_loss(answers, positions)
+
+
+def reach_loss(tokens: Tensor, answers: Tensor, reach: int) -> float:
+    """The loss of the ideal model that sees only keys ``i - reach .. i`` at position ``i`` (and the position).
+
+    Where the trigger lies in that reach the answer is certain; elsewhere the best answer is the share of
+    1s among the sequences whose trigger is not in the reach at that position. A stack of ``N`` sliding
+    layers of window ``w`` reaches ``N (w - 1)`` keys back, so this is the best such a stack can do.
+    ``tokens`` and ``answers`` are int ``(n, L)`` as :func:`trigger_batch` makes them. Taught in the chapter
+    "Attention in today's open models".
+    """
+    check.positive_int(reach, "reach", "reach_loss")
+    n, L = tokens.shape
+    hits = F.pad((tokens == TRIGGER).long(), (reach, 0)).unfold(1, reach + 1, 1).amax(-1)  # (n, L): trigger seen
+    positions = torch.arange(L).expand(n, L)
+    groups = torch.where(hits.bool(), L + positions, positions)  # seen: certain; not seen: by position
+    return _best_answer_loss(answers, groups)
+
+
+def train_trigger(variants: dict[str, dict], seed: int, lr: float, steps: int, *, length: int = 16,
+                  first: str = "bos", d_model: int = 16, num_heads: int = 2, num_layers: int = 1,
+                  batch_size: int = 32, test: tuple[Tensor, Tensor] | None = None,
+                  ) -> tuple[dict[str, DecoderLM], dict[str, float]]:
+    """Train one Llama-style :class:`DecoderLM` per variant (its switches of :class:`DecoderConfig`).
+
+    Every variant sees the same batches (drawn from ``seed``) from the same initial draw
+    (``torch.manual_seed(seed)``), with AdamW at ``lr`` for ``steps`` steps, so the differences between
+    variants are paired seed by seed. Returns the models (in eval mode) and each one's loss on ``test``
+    (default: 512 sequences from seed 1000). A run that diverges reports its loss as it is (``nan`` or
+    large). Taught in the chapter "Attention in today's open models".
+    """
+    where = "train_trigger"
+    for name, value in (("steps", steps), ("length", length), ("batch_size", batch_size)):
+        check.positive_int(value, name, where)
+    if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not 0 < lr < math.inf:
+        raise ValueError(f"{where}: lr must be a finite number > 0, got {lr!r}")
+    if test is None:
+        test = trigger_batch(512, length, torch.Generator().manual_seed(1000), first)
+    batches = torch.Generator().manual_seed(seed)
+    models, optimizers = {}, {}
+    for name, switches in variants.items():
+        torch.manual_seed(seed)
+        models[name] = DecoderLM(DecoderConfig(vocab_size=TRIGGER_VOCAB, d_model=d_model, num_heads=num_heads,
+                                               num_layers=num_layers, max_len=1 + length,
+                                               **{**HF_LLAMA_SWITCHES, **switches}))
+        optimizers[name] = torch.optim.AdamW(models[name].parameters(), lr=lr, foreach=True)
+    with one_cpu_thread():
+        for _ in range(steps):
+            x, y = trigger_batch(batch_size, length, batches, first)
+            for name, model in models.items():
+                loss = answer_loss(model, x, y)
+                optimizers[name].zero_grad()
+                loss.backward()
+                optimizers[name].step()
+        with torch.no_grad():
+            losses = {name: answer_loss(model.eval(), *test).item() for name, model in models.items()}
+    return models, losses
+
+
+@dataclass(frozen=True)
+class SeedComparison:
+    """``b - a`` seed by seed, read against the seeds' spread (see :func:`compare_seeds`); printed as one line.
+
+    Taught in the chapter "Attention in today's open models" (and used in "Multi-head latent attention").
+    """
+
+    differences: tuple[float, ...]
+    mean: float
+    spread: float
+    shown: bool
+
+    def __str__(self) -> str:
+        verdict = "shown" if self.shown else "not shown at this scale"
+        return (f"{self.mean:+.3f} (seed by seed {', '.join(f'{d:+.3f}' for d in self.differences)}; "
+                f"seed spread {self.spread:.3f}): {verdict}")
+
+
+def compare_seeds(a: list[float], b: list[float]) -> SeedComparison:
+    """Read ``b - a`` (one value per seed, the same seeds in the same order) against the spread of the seeds.
+
+    The spread is the larger of the two ranges ``max - min`` over the seeds. The difference counts as
+    shown only when there are at least 3 seeds, every seed's difference has the same sign, and the mean
+    difference is larger than the spread; otherwise it is "not shown at this scale" (it may still be
+    there, at more seeds or a larger scale). Taught in the chapter "Attention in today's open models" (and
+    used in "Multi-head latent attention").
+    """
+    if len(a) != len(b) or not a:
+        raise ValueError(f"compare_seeds: a and b need one value per seed, the same seeds: got {len(a)} and {len(b)}")
+    differences = tuple(y - x for x, y in zip(a, b))
+    spread = max(max(a) - min(a), max(b) - min(b))
+    mean = statistics.mean(differences)
+    finite = all(math.isfinite(v) for v in (*a, *b))
+    same_sign = all(d > 0 for d in differences) or all(d < 0 for d in differences)
+    return SeedComparison(differences, mean, spread, finite and len(a) >= 3 and same_sign and abs(mean) > spread)

@@ -1,0 +1,118 @@
+"""The trigger task, its baselines, the paired trainer, and the rule that reads a comparison over seeds."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lessons_src.experiments import (
+    BOS,
+    TRIGGER,
+    answer_loss,
+    compare_seeds,
+    position_only_loss,
+    reach_loss,
+    train_trigger,
+    trigger_batch,
+)
+
+
+def _batch(first: str = "bos", n: int = 2000, length: int = 16):
+    return trigger_batch(n, length, torch.Generator().manual_seed(0), first)
+
+
+@pytest.mark.parametrize("first", ["bos", "letter"])
+def test_the_trigger_task_answers_whether_the_trigger_has_appeared(first):
+    tokens, answers = _batch(first)
+    assert tokens.shape == answers.shape == (2000, 17) and tokens.dtype == answers.dtype == torch.long
+    triggers = (tokens == TRIGGER).sum(1)
+    assert set(triggers.tolist()) == {0, 1}, "one trigger or none in each sequence"
+    assert 0.45 < triggers.float().mean() < 0.55, "a trigger in about half the sequences"
+    assert not (tokens[:, 0] == TRIGGER).any(), "never a trigger at position 0"
+    for row, answer in zip(tokens[:50], answers[:50]):
+        seen = [int(TRIGGER in row[: i + 1].tolist()) for i in range(17)]
+        assert answer.tolist() == seen
+    if first == "bos":
+        assert (tokens[:, 0] == BOS).all()
+    else:  # the control: a random letter first, so position 0 holds nothing a head could find by content
+        assert ((tokens[:, 0] >= 2) & (tokens[:, 0] <= 9)).all() and len(set(tokens[:, 0].tolist())) == 8
+
+
+def test_the_baselines_are_the_best_answers_of_their_kind():
+    tokens, answers = _batch()
+    by_position = position_only_loss(answers)
+    share = answers.double().mean(0).clamp(1e-9, 1 - 1e-9)  # (17,): the best constant answer at each position
+    expected = F.binary_cross_entropy(share.expand(answers.shape), answers.double()).item()
+    assert by_position == pytest.approx(expected, abs=1e-9)
+    assert 0.4 < by_position < math.log(2)
+    # Seeing further can only help; seeing the whole sequence answers every position with certainty.
+    losses = [reach_loss(tokens, answers, reach) for reach in (1, 3, 6, 12, 16)]
+    assert all(a > b for a, b in zip(losses, losses[1:])) and losses[0] < by_position
+    assert losses[-1] < 1e-6
+
+
+def test_the_reach_baseline_is_the_loss_of_the_ideal_windowed_answer():
+    tokens, answers = _batch(n=400)
+    reach = 4
+    # Build the ideal answer directly: certain where the trigger lies in the last `reach` + 1 keys, else the
+    # share of 1s at that position among the sequences whose trigger is not in the reach.
+    n, L = tokens.shape
+    seen = torch.zeros(n, L, dtype=torch.bool)
+    for i in range(L):
+        seen[:, i] = (tokens[:, max(0, i - reach): i + 1] == TRIGGER).any(1)
+    p = torch.empty(n, L, dtype=torch.float64)
+    for i in range(L):
+        p[seen[:, i], i] = 1.0
+        blind = ~seen[:, i]
+        p[blind, i] = answers[blind, i].double().mean() if blind.any() else 0.0
+    expected = F.binary_cross_entropy(p.clamp(1e-9, 1 - 1e-9), answers.double()).item()
+    assert reach_loss(tokens, answers, reach) == pytest.approx(expected, abs=1e-9)
+
+
+def test_the_trainer_pairs_its_variants_and_a_mechanism_decides_the_task():
+    tokens, answers = trigger_batch(256, 24, torch.Generator().manual_seed(1000))
+    variants = {"global": {}, "same again": {}, "sliding": dict(sliding_window=4)}
+    models, losses = train_trigger(variants, 0, 0.03, 60, length=24, num_layers=2, test=(tokens, answers))
+    # The same switches from the same seed on the same batches: the same model, bit for bit.
+    for a, b in zip(models["global"].parameters(), models["same again"].parameters()):
+        assert torch.equal(a, b)
+    assert losses["global"] == losses["same again"]
+    # Two sliding layers of width 4 see 6 keys back: never better than the ideal model with that reach.
+    assert losses["sliding"] > reach_loss(tokens, answers, 6) - 0.01
+    assert losses["global"] < reach_loss(tokens, answers, 6)
+    with torch.no_grad():
+        assert answer_loss(models["global"], tokens, answers).item() == pytest.approx(losses["global"])
+
+
+def test_compare_seeds_shows_only_what_every_seed_agrees_on_beyond_the_spread():
+    shown = compare_seeds([1.00, 1.01, 1.02], [0.50, 0.52, 0.49])
+    assert shown.shown and shown.mean == pytest.approx(-0.5067, abs=1e-4) and shown.spread == pytest.approx(0.03)
+    assert "shown" in str(shown) and "not shown" not in str(shown)
+    # Every seed agrees, but the mean is inside the spread.
+    inside = compare_seeds([0.0, 0.3, 0.6], [0.1, 0.4, 0.7])
+    assert not inside.shown and "not shown at this scale" in str(inside)
+    # Beyond the spread on average, but one seed goes the other way (the lucky-seed case).
+    assert not compare_seeds([0.56, 0.54, 0.57, 0.10], [0.01, 0.02, 0.00, 0.53]).shown
+    # Two seeds never show anything; nor does a run that diverged.
+    assert not compare_seeds([1.0, 1.0], [0.0, 0.0]).shown
+    assert not compare_seeds([1.0, 1.0, 1.0], [0.0, 0.0, math.nan]).shown
+    assert compare_seeds([1.0, 1.0, 1.0], [0.0, 0.0, 0.0]).shown
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: trigger_batch(0), "n must be a positive int"),
+        (lambda: trigger_batch(4, first="eos"), "first must be one of"),
+        (lambda: reach_loss(*_batch(n=8), 0), "reach must be a positive int"),
+        (lambda: train_trigger({"plain": {}}, 0, 0.0, 5), "lr must be a finite number > 0"),
+        (lambda: train_trigger({"plain": {}}, 0, 0.1, 0), "steps must be a positive int"),
+        (lambda: compare_seeds([1.0, 2.0], [1.0]), "one value per seed"),
+    ],
+)
+def test_bad_input_is_named(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
