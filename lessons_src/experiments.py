@@ -9,8 +9,8 @@
 - :func:`answer_loss`, :func:`position_only_loss`, :func:`reach_loss`: the loss of a model, of the best
   answer that reads only the position, and of the best answer that sees only the last keys a stack of
   sliding windows can reach (the ideal model with that reach).
-- :func:`compare_seeds`: a paired difference read against the spread of the seeds; a difference inside
-  it is "not shown at this scale".
+- :func:`compare_seeds`: a paired difference over seeds read with a paired t-test; a difference it does
+  not show is "not shown at this scale".
 
 Taught in the chapter "Attention in today's open models".
 """
@@ -145,38 +145,54 @@ def train_trigger(variants: dict[str, dict], seed: int, lr: float, steps: int, *
     return models, losses
 
 
+# Two-sided 5% critical values of Student's t, by degrees of freedom (seeds - 1); 1.96 beyond 30.
+_T_CRITICAL = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+               10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
+               18: 2.101, 19: 2.093, 20: 2.086, 25: 2.060, 30: 2.042}
+
+
+def _t_critical(degrees: int) -> float:
+    if degrees > 30:
+        return 1.96
+    return _T_CRITICAL[max(d for d in _T_CRITICAL if d <= degrees)]  # the next smaller table entry: stricter
+
+
 @dataclass(frozen=True)
 class SeedComparison:
-    """``b - a`` seed by seed, read against the seeds' spread (see :func:`compare_seeds`); printed as one line.
+    """``b - a`` seed by seed, with its standard error and the verdict of :func:`compare_seeds`; printed as one line.
 
     Taught in the chapter "Attention in today's open models" (and used in "Multi-head latent attention").
     """
 
     differences: tuple[float, ...]
     mean: float
-    spread: float
+    standard_error: float
     shown: bool
 
     def __str__(self) -> str:
         verdict = "shown" if self.shown else "not shown at this scale"
-        return (f"{self.mean:+.3f} (seed by seed {', '.join(f'{d:+.3f}' for d in self.differences)}; "
-                f"seed spread {self.spread:.3f}): {verdict}")
+        return (f"{self.mean:+.3f} ± {self.standard_error:.3f} (seed by seed "
+                f"{', '.join(f'{d:+.3f}' for d in self.differences)}): {verdict}")
 
 
 def compare_seeds(a: list[float], b: list[float]) -> SeedComparison:
-    """Read ``b - a`` (one value per seed, the same seeds in the same order) against the spread of the seeds.
+    """Read ``b - a`` (one value per seed, the same seeds in the same order, paired) with a paired t-test.
 
-    The spread is the larger of the two ranges ``max - min`` over the seeds. The difference counts as
-    shown only when there are at least 3 seeds, every seed's difference has the same sign, and the mean
-    difference is larger than the spread; otherwise it is "not shown at this scale" (it may still be
-    there, at more seeds or a larger scale). Taught in the chapter "Attention in today's open models" (and
-    used in "Multi-head latent attention").
+    The differences ``b_s - a_s`` are paired: both variants saw the same batches from the same initial draw.
+    Their mean counts as *shown* when there are at least 3 seeds, every value is finite, and the mean is
+    further from 0 than the two-sided 5% critical value of Student's t (``seeds - 1`` degrees of freedom)
+    times its standard error ``sd / sqrt(seeds)``; otherwise it is "not shown at this scale" (it may still
+    be there, at more seeds or a larger scale). ``a`` and ``b`` may be 0/1 outcomes (solved or not): the
+    same test then compares the share of seeds each variant solved. Taught in the chapter "Attention in
+    today's open models" (and used in "Multi-head latent attention").
     """
     if len(a) != len(b) or not a:
         raise ValueError(f"compare_seeds: a and b need one value per seed, the same seeds: got {len(a)} and {len(b)}")
-    differences = tuple(y - x for x, y in zip(a, b))
-    spread = max(max(a) - min(a), max(b) - min(b))
+    differences = tuple(float(y) - float(x) for x, y in zip(a, b))
     mean = statistics.mean(differences)
-    finite = all(math.isfinite(v) for v in (*a, *b))
-    same_sign = all(d > 0 for d in differences) or all(d < 0 for d in differences)
-    return SeedComparison(differences, mean, spread, finite and len(a) >= 3 and same_sign and abs(mean) > spread)
+    finite = all(math.isfinite(d) for d in differences)
+    if len(differences) < 3 or not finite:
+        return SeedComparison(differences, mean, math.nan, False)
+    standard_error = statistics.stdev(differences) / math.sqrt(len(differences))
+    shown = abs(mean) > _t_critical(len(differences) - 1) * standard_error and mean != 0
+    return SeedComparison(differences, mean, standard_error, shown)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
 import torch
@@ -87,15 +88,24 @@ def test_the_trainer_pairs_its_variants_and_a_mechanism_decides_the_task():
         assert answer_loss(models["global"], tokens, answers).item() == pytest.approx(losses["global"])
 
 
-def test_compare_seeds_shows_only_what_every_seed_agrees_on_beyond_the_spread():
+def test_compare_seeds_is_a_paired_t_test_at_five_percent():
     shown = compare_seeds([1.00, 1.01, 1.02], [0.50, 0.52, 0.49])
-    assert shown.shown and shown.mean == pytest.approx(-0.5067, abs=1e-4) and shown.spread == pytest.approx(0.03)
+    assert shown.shown and shown.mean == pytest.approx(-0.5067, abs=1e-4)
+    assert shown.standard_error == pytest.approx(statistics.stdev([-0.5, -0.49, -0.53]) / math.sqrt(3))
     assert "shown" in str(shown) and "not shown" not in str(shown)
-    # Every seed agrees, but the mean is inside the spread.
-    inside = compare_seeds([0.0, 0.3, 0.6], [0.1, 0.4, 0.7])
-    assert not inside.shown and "not shown at this scale" in str(inside)
-    # Beyond the spread on average, but one seed goes the other way (the lucky-seed case).
-    assert not compare_seeds([0.56, 0.54, 0.57, 0.10], [0.01, 0.02, 0.00, 0.53]).shown
+    # Paired: the seeds differ a lot from each other, the differences hardly at all (the old range rule missed it).
+    assert compare_seeds([0.0, 0.3, 0.6], [0.1, 0.41, 0.69]).shown
+    # At the edge: t = mean / SE against 4.303 for 3 seeds (2 degrees of freedom).
+    differences = [0.1, 0.2, 0.3]
+    t = statistics.mean(differences) / (statistics.stdev(differences) / math.sqrt(3))  # 3.46: below 4.303
+    assert t < 4.303 and not compare_seeds([0, 0, 0], differences).shown
+    assert compare_seeds([0, 0, 0, 0], [0.1, 0.2, 0.3, 0.25]).shown  # t = 4.9 > 3.182 with 4 seeds
+    # Beyond the seeds' values on average, but one seed goes the other way (the lucky-seed case).
+    lucky = compare_seeds([0.56, 0.54, 0.57, 0.10], [0.01, 0.02, 0.00, 0.53])
+    assert not lucky.shown and "not shown at this scale" in str(lucky)
+    # Outcomes: solved (1) or not (0) per seed, compared as shares.
+    assert compare_seeds([0] * 8, [1, 1, 1, 0, 1, 1, 1, 1]).shown
+    assert not compare_seeds([0, 0, 0, 0], [1, 0, 1, 0]).shown
     # Two seeds never show anything; nor does a run that diverged.
     assert not compare_seeds([1.0, 1.0], [0.0, 0.0]).shown
     assert not compare_seeds([1.0, 1.0, 1.0], [0.0, 0.0, math.nan]).shown
