@@ -1,7 +1,7 @@
 """Small experiments built so that the mechanism decides them, and the rule that reads them over seeds.
 
-- :func:`trigger_batch`: the trigger task. A first token, then ``length`` random letters; in half the
-  sequences one letter is replaced by a trigger. At every position the answer is 1 if the trigger has
+- :func:`trigger_batch`: the trigger task. A first token, then ``length`` random letters; in each
+  sequence, with probability one half, one letter is replaced by a trigger. At every position the answer is 1 if the trigger has
   appeared so far, else 0. A head that looks for the trigger solves it; a head that cannot see far
   enough back cannot.
 - :func:`train_trigger`: one small :class:`lessons_src.DecoderLM` per variant, every variant on the same
@@ -93,7 +93,8 @@ def reach_loss(tokens: Tensor, answers: Tensor, reach: int) -> float:
 
     Where the trigger lies in that reach the answer is certain; elsewhere the best answer is the share of
     1s among the sequences whose trigger is not in the reach at that position. A stack of ``N`` sliding
-    layers of window ``w`` reaches ``N (w - 1)`` keys back, so this is the best such a stack can do.
+    layers of window ``w`` reaches ``N (w - 1)`` keys back, so no such stack can do better: a lower bound, which
+    a stack that cannot tell its absolute position (rotary, once key 0 is out of reach) need not reach.
     ``tokens`` and ``answers`` are int ``(n, L)`` as :func:`trigger_batch` makes them. Taught in the chapter
     "Attention in today's open models".
     """
@@ -194,5 +195,5 @@ def compare_seeds(a: list[float], b: list[float]) -> SeedComparison:
     if len(differences) < 3 or not finite:
         return SeedComparison(differences, mean, math.nan, False)
     standard_error = statistics.stdev(differences) / math.sqrt(len(differences))
-    shown = abs(mean) > _t_critical(len(differences) - 1) * standard_error and mean != 0
+    shown = abs(mean) > _t_critical(len(differences) - 1) * standard_error
     return SeedComparison(differences, mean, standard_error, shown)

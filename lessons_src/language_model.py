@@ -124,9 +124,11 @@ def bigram_loss(train: Tensor, held_out: Tensor, vocab_size: int, smoothing: flo
 
 
 
-def _kneser_ney(train_ids: list[int], vocab_size: int, n: int, discount: float) -> Callable[[tuple[int, ...], int], float]:
-    """``probability(context, token)`` of the interpolated Kneser-Ney table counted on ``train_ids``."""
-    counts: list[dict[tuple[int, ...], int]] = [{} for _ in range(n + 1)]  # counts[k]: k-token sequences
+def _kneser_ney_tables(train_ids: list[int], n: int) -> tuple[list[dict], list[dict], list[dict]]:
+    """``(counts, totals, kinds)`` by order ``k = 1 .. n`` of the interpolated Kneser-Ney table on ``train_ids``:
+    ``counts[k]`` of k-token sequences (continuation counts below the top order), ``totals[k][h] = N(h)``
+    and ``kinds[k][h] = T(h)``. The discount enters only when a probability is read."""
+    counts: list[dict[tuple[int, ...], int]] = [{} for _ in range(n + 1)]
     for k in range(1, n + 1):
         table = counts[k]
         for i in range(len(train_ids) - k + 1):
@@ -137,12 +139,21 @@ def _kneser_ney(train_ids: list[int], vocab_size: int, n: int, discount: float) 
         for gram in counts[k + 1]:
             continuations[gram[1:]] = continuations.get(gram[1:], 0) + 1
         counts[k] = continuations
-    totals: list[dict[tuple[int, ...], int]] = [{} for _ in range(n + 1)]  # N(h)
-    kinds: list[dict[tuple[int, ...], int]] = [{} for _ in range(n + 1)]  # T(h)
+    totals: list[dict[tuple[int, ...], int]] = [{} for _ in range(n + 1)]
+    kinds: list[dict[tuple[int, ...], int]] = [{} for _ in range(n + 1)]
     for k in range(1, n + 1):
         for gram, count in counts[k].items():
             totals[k][gram[:-1]] = totals[k].get(gram[:-1], 0) + count
             kinds[k][gram[:-1]] = kinds[k].get(gram[:-1], 0) + 1
+    return counts, totals, kinds
+
+
+def _kneser_ney(tables: tuple[list[dict], list[dict], list[dict]], vocab_size: int,
+                discount: float) -> Callable[[tuple[int, ...], int], float]:
+    """``probability(context, token)`` of the table ``tables`` (from :func:`_kneser_ney_tables`) at ``discount``;
+    only the last ``n - 1`` tokens of ``context`` are read."""
+    counts, totals, kinds = tables
+    n = len(counts) - 1
 
     def probability(context: tuple[int, ...], token: int) -> float:
         context = context[len(context) - (n - 1):] if n > 1 else ()
@@ -157,6 +168,23 @@ def _kneser_ney(train_ids: list[int], vocab_size: int, n: int, discount: float) 
     return probability
 
 
+def _held_out_loss(probability: Callable[[tuple[int, ...], int], float], held_ids: list[int], n: int) -> float:
+    # Mean -log p over held_ids, each token's context the (at most n - 1) tokens before it in held_ids.
+    return -sum(math.log(probability(tuple(held_ids[max(0, i - n + 1):i]), token))
+                for i, token in enumerate(held_ids)) / len(held_ids)
+
+
+def _check_ngram_inputs(train: Tensor, held_out: Tensor, vocab_size: int, where: str) -> None:
+    check.positive_int(vocab_size, "vocab_size", where)
+    for name, tokens in (("train", train), ("held_out", held_out)):
+        _check_tokens(tokens, name, vocab_size, where)
+
+
+def _check_discount(discount: object, where: str) -> None:
+    if isinstance(discount, bool) or not isinstance(discount, (int, float)) or not 0 < discount <= 1:
+        raise ValueError(f"{where}: discount must be a number in (0, 1], got {discount!r}")
+
+
 def ngram_loss(train: Tensor, held_out: Tensor, vocab_size: int, n: int, discount: float = 0.75) -> float:
     """Held-out cross-entropy (nats per token) of an interpolated Kneser-Ney n-gram table counted on ``train``.
 
@@ -168,17 +196,11 @@ def ngram_loss(train: Tensor, held_out: Tensor, vocab_size: int, n: int, discoun
     token's context is the tokens before it in ``held_out`` (fewer at its start). Taught in the chapter
     "A language model and its heads"; :func:`best_ngram_loss` picks ``n`` and ``D``.
     """
-    where = "ngram_loss"
-    check.positive_int(vocab_size, "vocab_size", where)
-    check.positive_int(n, "n", where)
-    if isinstance(discount, bool) or not isinstance(discount, (int, float)) or not 0 < discount <= 1:
-        raise ValueError(f"{where}: discount must be a number in (0, 1], got {discount!r}")
-    for name, tokens in (("train", train), ("held_out", held_out)):
-        _check_tokens(tokens, name, vocab_size, where)
-    probability = _kneser_ney(train.tolist(), vocab_size, n, discount)
-    held_ids = held_out.tolist()
-    return -sum(math.log(probability(tuple(held_ids[max(0, i - n + 1):i]), token))
-                for i, token in enumerate(held_ids)) / len(held_ids)
+    _check_ngram_inputs(train, held_out, vocab_size, "ngram_loss")
+    check.positive_int(n, "n", "ngram_loss")
+    _check_discount(discount, "ngram_loss")
+    probability = _kneser_ney(_kneser_ney_tables(train.tolist(), n), vocab_size, discount)
+    return _held_out_loss(probability, held_out.tolist(), n)
 
 
 def best_ngram_loss(train: Tensor, held_out: Tensor, vocab_size: int, max_n: int = 8,
@@ -186,13 +208,21 @@ def best_ngram_loss(train: Tensor, held_out: Tensor, vocab_size: int, max_n: int
     """The lowest held-out loss of :func:`ngram_loss` over ``n = 1 .. max_n`` and ``discounts``: ``(loss, n, D)``.
 
     Chosen on the held-out text itself, so the baseline is as strong as a table of this kind can be made
-    there, and a model that beats it has beaten every such table. Taught in the chapter "A language model
-    and its heads".
+    there, and a model that beats it has beaten every such table. Each order's table is counted once and
+    read at every discount. Taught in the chapter "A language model and its heads".
     """
+    _check_ngram_inputs(train, held_out, vocab_size, "best_ngram_loss")
     check.positive_int(max_n, "max_n", "best_ngram_loss")
     if not discounts:
         raise ValueError("best_ngram_loss: discounts must name at least one discount")
-    return min((ngram_loss(train, held_out, vocab_size, n, d), n, d) for n in range(1, max_n + 1) for d in discounts)
+    for discount in discounts:
+        _check_discount(discount, "best_ngram_loss")
+    train_ids, held_ids = train.tolist(), held_out.tolist()
+    results = []
+    for n in range(1, max_n + 1):
+        tables = _kneser_ney_tables(train_ids, n)
+        results += [(_held_out_loss(_kneser_ney(tables, vocab_size, d), held_ids, n), n, d) for d in discounts]
+    return min(results)
 
 
 class _AttentionOnlyBlock(nn.Module):

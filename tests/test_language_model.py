@@ -15,6 +15,7 @@ from lessons_src.language_model import (
     CharTokenizer,
     LanguageModel,
     _kneser_ney,
+    _kneser_ney_tables,
     best_ngram_loss,
     bigram_loss,
     course_text,
@@ -245,7 +246,7 @@ def test_every_ngram_row_is_a_distribution(n, discount):
     train = torch.randint(0, 5, (300,), generator=torch.Generator().manual_seed(n))
     contexts = [train[10:10 + n - 1].tolist(), [4] * (n - 1), train[50:50 + n - 2].tolist(), [], [3, 3, 3, 3, 3]]
     for context in contexts:
-        probability = _kneser_ney(train.tolist(), 5, n, discount)
+        probability = _kneser_ney(_kneser_ney_tables(train.tolist(), n), 5, discount)
         probs = [probability(tuple(context), c) for c in range(5)]
         assert all(p > 0 for p in probs) and sum(probs) == pytest.approx(1.0, abs=1e-9), (context, probs)
 
