@@ -16,7 +16,11 @@ Taught in the chapter "Efficient attention", which measures with these, as does
   total's maximum is the peak;
 - **which operations** a call runs: :func:`operation_names` lists the ``aten::`` operations PyTorch's
   profiler records (one fused kernel, or several passes over a tensor), and :func:`kernel_name` the
-  attention kernel among them.
+  attention kernel among them;
+- **sequential operations and path length**, read off the autograd graph of a result:
+  :func:`longest_product_chain`, the most matrix products on one path, which must run one after the
+  other, and :func:`shortest_product_path`, the fewest products between an input and the result. The
+  chapter "Attention from scratch" counts both for self-attention and for a recurrent layer.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import contextlib
 import os
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
@@ -32,7 +37,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 __all__ = ["synchronize", "times_ms", "time_ms", "interleaved_times_ms", "clearly_less", "peak_memory_bytes",
-           "peak_memory_mib", "operation_names", "kernel_name"]
+           "peak_memory_mib", "operation_names", "kernel_name", "longest_product_chain", "shortest_product_path"]
 
 MiB = 2**20
 K = TypeVar("K", bound=Hashable)
@@ -176,3 +181,58 @@ def kernel_name(fn: Callable[[], object], device: torch.device | str = "cpu") ->
     """The attention kernel PyTorch ran inside fn(), e.g. ``aten::_scaled_dot_product_...``."""
     names = [name for name in operation_names(fn, device) if name.startswith("aten::_scaled_dot_product")]
     return names[0] if names else "none (no fused kernel ran)"
+
+
+def _is_product(node: object) -> bool:
+    """An autograd node that multiplies matrices (``MmBackward0``, ``AddmmBackward0``, ``BmmBackward0``...)."""
+    return "mm" in type(node).__name__.lower()
+
+
+def _graph_of(output: torch.Tensor) -> object:
+    """The autograd node that made ``output``; a ValueError for a tensor with no graph."""
+    if output.grad_fn is None:
+        raise ValueError("output has no autograd graph: compute it from tensors with requires_grad=True")
+    return output.grad_fn
+
+
+def longest_product_chain(output: torch.Tensor) -> int:
+    """Sequential operations: the most matrix products on one path of the autograd graph that made ``output``.
+
+    Products on one path wait for each other; products on different paths could run at the same time.
+    Other operations (softmax, tanh, additions) count 0. The chapter "Attention from scratch" reads it
+    for self-attention (3, whatever the length) and for an RNN (one per token).
+    """
+    most: dict[object, int] = {}  # node -> the most products on a path from a leaf up to it
+    stack = [(_graph_of(output), False)]
+    while stack:  # depth first, children before their node; no recursion, so long graphs are fine
+        node, children_done = stack.pop()
+        children = [n for n, _ in node.next_functions if n is not None]
+        if children_done:
+            most[node] = _is_product(node) + max((most[n] for n in children), default=0)
+        elif node not in most:
+            stack.append((node, True))
+            stack.extend((n, False) for n in children if n not in most)
+    return most[output.grad_fn]
+
+
+def shortest_product_path(output: torch.Tensor, source: torch.Tensor) -> int:
+    """Path length: the fewest matrix products between the leaf tensor ``source`` and ``output``.
+
+    ``source`` must be a leaf with ``requires_grad=True`` (an input the graph starts from). Other
+    operations count 0. The chapter "Attention from scratch" reads it from token 0 to the last token's
+    output: 2 for self-attention at every length, one per token for an RNN.
+    """
+    best: dict[object, int] = {}
+    queue = deque([(_graph_of(output), 0)])
+    while queue:  # breadth first, a product costing 1 and anything else 0 (a 0-1 BFS)
+        node, cost = queue.popleft()
+        if node in best and best[node] <= cost:
+            continue
+        best[node] = cost
+        if getattr(node, "variable", None) is source:
+            return cost
+        step = cost + _is_product(node)
+        for n, _ in node.next_functions:
+            if n is not None:
+                (queue.appendleft if step == cost else queue.append)((n, step))
+    raise ValueError("output does not depend on source (is source a leaf with requires_grad=True?)")

@@ -54,11 +54,16 @@ EXPECTED = {
         "kv_a_layernorm", "latent $c$: $(B, L, d_c)$", "$k^R$: $(B, L, d_R)$", "latent cache: $c_j$ and $k^R_j$",
         "$(B, L_k, d_c + d_R)$", "kv_b_proj (plain form)", "o_proj",
     ],
+    "absorbed_decode": [
+        "new token $x_t$", "$(B, 1, D)$", "q_proj", "$(B, H, 1, d_c + d_R)$", "kv_a_proj_with_mqa, RoPE",
+        "latent cache: $[c_j ; k^R_j]$", "$(B, L_k, d_c + d_R)$", "every head against the same rows: softmax",
+        "$(B, H, 1, d_v)$", "o_proj",
+    ],
 }
 ALTS = {"multi_head_attention": diagrams.MULTI_HEAD_ATTENTION_ALT, "encoder_blocks": diagrams.ENCODER_BLOCKS_ALT,
         "decoder_block": diagrams.DECODER_BLOCK_ALT,
         "original_and_modern_blocks": diagrams.ORIGINAL_AND_MODERN_BLOCKS_ALT,
-        "latent_attention": diagrams.LATENT_ATTENTION_ALT}
+        "latent_attention": diagrams.LATENT_ATTENTION_ALT, "absorbed_decode": diagrams.ABSORBED_DECODE_ALT}
 # What the alt text must tell a screen-reader user: the same notation and shapes, in words.
 ALT_MENTIONS = {
     "multi_head_attention": ["(B, L, D)", "(B, H, L_q, d_k)", "(B, H, L_q, L_k)", "softmax", "W_O", "d_k = D / H",
@@ -73,6 +78,8 @@ ALT_MENTIONS = {
                                    "no biases", "N times", "top to bottom"],
     "latent_attention": ["(B, L, D)", "(B, L, d_c)", "(B, L, d_R)", "(B, L_k, d_c + d_R)", "kv_a_proj_with_mqa",
                          "kv_b_proj", "W_UK", "W_UV", "shared by every head", "top to bottom"],
+    "absorbed_decode": ["(B, 1, D)", "(B, L_k, d_c + d_R)", "(B, H, 1, d_c + d_R)", "(B, H, 1, d_c)", "W_UK", "W_UV",
+                        "multi-query attention", "576", "kv_b_proj never runs", "top to bottom"],
 }
 
 

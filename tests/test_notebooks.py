@@ -141,3 +141,20 @@ def test_every_chapter_asks_two_predict_first_questions(path):
     found = predict_first_questions(path)
     assert found >= 2, (f"{path.relative_to(ROOT)} asks {found} predict-first questions, expected 2 or more: a markdown "
                         f'cell with the question, then {PREDICT}<summary>Show the answer</summary> ... </details>')
+
+
+MAX_CELL_LINES = 30  # about a screen
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
+def test_no_chapter_code_cell_is_over_30_lines(path):
+    """Experiments read as steps: each code cell a learner reads is at most a screen, with a sentence before it
+    saying what it computes or what to read in its output; machinery a reader need not read lives in lessons_src.
+    Lines are counted as ``len(source.splitlines())``, blank lines included. CONTRIBUTING.md, "Add a chapter"."""
+    cells = nbformat.read(path, as_version=4).cells
+    long = [(index, len(cell.source.splitlines()), cell.source.splitlines()[0])
+            for index, cell in enumerate(cells)
+            if cell.cell_type == "code" and len(cell.source.splitlines()) > MAX_CELL_LINES]
+    assert not long, (f"{path.relative_to(ROOT)} has code cells over {MAX_CELL_LINES} lines; split each into steps, "
+                      "a short markdown cell before each, or move machinery into lessons_src:\n"
+                      + "\n".join(f"  cell {index}: {count} lines, starting {first!r}" for index, count, first in long))

@@ -13,9 +13,11 @@ from lessons_src.profiling import (
     clearly_less,
     interleaved_times_ms,
     kernel_name,
+    longest_product_chain,
     operation_names,
     peak_memory_bytes,
     peak_memory_mib,
+    shortest_product_path,
     time_ms,
     times_ms,
 )
@@ -126,3 +128,60 @@ def test_clearly_less_needs_the_repeats_apart_but_one():
     assert not clearly_less([1.0, 9.0, 9.0], [0.5, 2.0, 2.2])  # two are not
     with pytest.raises(ValueError, match="at least one repeat"):
         clearly_less([], [1.0])
+
+
+def _rnn(xs, w, u):
+    """h_t = tanh(x_t w + h_(t-1) u), from h_0 = 0: L tensors (1, D) in, the last state out."""
+    h = torch.zeros_like(xs[0])
+    for x in xs:
+        h = torch.tanh(x @ w + h @ u)
+    return h
+
+
+def test_product_chain_and_path_count_matrix_products():
+    a, b, c = (torch.randn(4, 4, requires_grad=True) for _ in range(3))
+    x = torch.randn(1, 4, requires_grad=True)
+    chained = x @ a @ b @ c  # three products, one after the other
+    assert longest_product_chain(chained) == 3
+    assert shortest_product_path(chained, x) == 3
+    assert shortest_product_path(chained, c) == 1  # c enters at the last product
+    branches = torch.tanh(x @ a) + x @ b @ c  # two paths: one product and two
+    assert longest_product_chain(branches) == 2
+    assert shortest_product_path(branches, x) == 1
+    skip = torch.tanh(x @ a @ b) + x  # the residual path has no product at all
+    assert longest_product_chain(skip) == 2
+    assert shortest_product_path(skip, x) == 0
+
+
+@pytest.mark.parametrize("length", [1, 4, 16])
+def test_an_rnn_chains_one_product_per_token_and_attention_a_constant(length):
+    """The counts of the chapter "Attention from scratch": an RNN needs L of each, attention 3 and 2."""
+    d_model = 8
+    w, u, w_q, w_k, w_v = (torch.randn(d_model, d_model) / d_model**0.5 for _ in range(5))
+    u.requires_grad_()  # as nn.RNNCell's weights do, so that even h_0 @ u is in the graph
+    xs = [torch.randn(1, d_model, requires_grad=True) for _ in range(length)]
+    last = _rnn(xs, w, u)
+    assert longest_product_chain(last) == length
+    assert shortest_product_path(last, xs[0]) == length
+    x = torch.stack(xs, dim=1)  # (1, L, D)
+    attended = scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v)[0][:, -1]  # (1, D)
+    assert longest_product_chain(attended) == 3  # x W_Q, then Q Kᵀ, then A V
+    assert shortest_product_path(attended, xs[0]) == 2  # x_0 W_V, then the weighted sum
+
+
+def test_a_long_graph_does_not_recurse_too_deep():
+    x = torch.randn(1, 2, requires_grad=True)
+    u = torch.eye(2)
+    h = x
+    for _ in range(5000):
+        h = h @ u
+    assert longest_product_chain(h) == 5000
+    assert shortest_product_path(h, x) == 5000
+
+
+def test_product_counts_say_what_is_wrong():
+    x, other = torch.randn(2, 2, requires_grad=True), torch.randn(2, 2, requires_grad=True)
+    with pytest.raises(ValueError, match="no autograd graph"):
+        longest_product_chain(torch.randn(2, 2))
+    with pytest.raises(ValueError, match="does not depend on source"):
+        shortest_product_path(x @ x, other)

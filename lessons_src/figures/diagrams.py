@@ -9,6 +9,8 @@
   with the checkpoint's parameter names (chapter "From the original block to a modern LLM block")
 - ``latent_attention``: multi-head latent attention, from the input to the latent cache and back
   (chapter "Multi-head latent attention")
+- ``absorbed_decode``: MLA's absorbed decode step, multi-query attention over one cache of d_c + d_R
+  numbers per token (chapter "Multi-head latent attention")
 
 Every box names its operation in the course's notation and the shape of the tensor it returns.
 Data flows from the top down. Colours say what kind of step a box is (blue: a learned linear map,
@@ -43,11 +45,13 @@ __all__ = [
     "DECODER_BLOCK_ALT",
     "ORIGINAL_AND_MODERN_BLOCKS_ALT",
     "LATENT_ATTENTION_ALT",
+    "ABSORBED_DECODE_ALT",
     "multi_head_attention",
     "encoder_blocks",
     "decoder_block",
     "original_and_modern_blocks",
     "latent_attention",
+    "absorbed_decode",
 ]
 
 #: 110 dpi: a 7.2-inch diagram is 792 px wide, the width of the page's text column.
@@ -530,4 +534,54 @@ def latent_attention() -> Figure:
     _note(ax, 0.12, 7.05, "Absorbed form: $W_{UK}$\nfolded into the query,\n$W_{UV}$ into the output;\n"
           "kv_b_proj never runs\non the cache.")
     _note(ax, 7.1, 7.05, "$k^R$: one per token,\nshared by every head", ha="right")
+    return fig
+
+
+ABSORBED_DECODE_ALT = (
+    "Block diagram of one decode step of multi-head latent attention in the absorbed form, read from top to "
+    "bottom. The new token x_t, shape (B, 1, D), goes two ways. Right: kv_a_proj_with_mqa, kv_a_layernorm and "
+    "RoPE give its latent c_t and rotary key k^R_t, which are appended to the latent cache, (B, L_k, d_c + d_R): "
+    "one row [c_j ; k^R_j] per cached token, the same row for every head. Left: q_proj gives each head's query "
+    "parts q^C, (B, H, 1, d_k), and q^R, (B, H, 1, d_R); q^C is multiplied by W_UK transposed, head by head, "
+    "which turns it into d_c numbers, and RoPE turns q^R, so each head's query has d_c + d_R numbers, "
+    "(B, H, 1, d_c + d_R). Attention then takes every head's scores against the same cached rows, the softmax, "
+    "and the weighted sum of the cached latents c_j, (B, H, 1, d_c). Each head's sum is multiplied by its "
+    "W_UV, giving (B, H, 1, d_v), and o_proj maps the H d_v numbers to (B, 1, D). A note says that this is "
+    "multi-query attention: H query heads and one key of d_c + d_R numbers and one value of d_c numbers per "
+    "token, 576 and 512 at DeepSeek-V3's sizes, with 128 heads. A second note says that kv_b_proj never runs "
+    "on the cache."
+)
+
+
+def absorbed_decode() -> Figure:
+    """MLA's absorbed decode step as a block diagram: the query folded through ``W_UK``, every head's scores
+    against one cached row of ``d_c + d_R`` numbers (multi-query attention), the weighted latents unfolded
+    by ``W_UV``, with the course's notation and shapes.
+
+    Alt text: ``ABSORBED_DECODE_ALT``. Shown in the chapter "Multi-head latent attention".
+    """
+    fig, ax = _canvas(7.2, 6.6)
+    ax.text(3.6, 0.3, "Absorbed decode: multi-query attention over $d_c + d_R$ numbers per token",
+            ha="center", va="center", fontsize=TITLE_PT, weight="bold")
+    left, right = 1.85, 5.35
+    token = _box(ax, left, 0.95, 2.2, "new token $x_t$", "$(B, 1, D)$")
+    query = _box(ax, left, 1.95, 3.1, "q_proj", "$q^C$: $(B, H, 1, d_k)$;  $q^R$: $d_R$", color=LINEAR)
+    fold = _box(ax, left, 2.95, 3.1, "$q^C W_{UK}^{(h)\\top}$;  RoPE on $q^R$", "$(B, H, 1, d_c + d_R)$",
+                color=LINEAR)
+    append = _box(ax, right, 1.95, 3.1, "kv_a_proj_with_mqa, RoPE", "append $[c_t ; k^R_t]$", color=LINEAR)
+    cache = _box(ax, right, 2.95, 3.1, "latent cache: $[c_j ; k^R_j]$", "$(B, L_k, d_c + d_R)$", color=RESHAPE)
+    _arrow(ax, token.bottom, query.top)
+    _arrow(ax, query.bottom, fold.top)
+    _arrow(ax, token.right, (right, token.y), append.top)
+    _arrow(ax, append.bottom, cache.top)
+    attend = _box(ax, 3.6, 4.05, 4.9, "every head against the same rows: softmax",
+                  "weighted latents $c_j$:  $(B, H, 1, d_c)$", color=ATTENTION)
+    _arrow(ax, fold.bottom, (left, attend.top[1]))
+    _arrow(ax, cache.bottom, (right, attend.top[1]))
+    unfold = _box(ax, 3.6, 5.05, 2.4, "$\\times\\, W_{UV}^{(h)}$", "$(B, H, 1, d_v)$", color=LINEAR)
+    output = _box(ax, 3.6, 6.0, 2.0, "o_proj", "$(B, 1, D)$", color=LINEAR)
+    _arrow(ax, attend.bottom, unfold.top)
+    _arrow(ax, unfold.bottom, output.top)
+    _note(ax, 0.12, 5.55, "MQA: $H$ query heads,\none key of $d_c + d_R$\nand one value of $d_c$\nper token")
+    _note(ax, 7.1, 5.55, "DeepSeek-V3: 576 and 512,\n$H = 128$; kv_b_proj\nnever runs on the cache", ha="right")
     return fig
