@@ -88,20 +88,26 @@ def position_only_loss(answers: Tensor) -> float:
     return _best_answer_loss(answers, positions)
 
 
-def reach_loss(tokens: Tensor, answers: Tensor, reach: int) -> float:
+def reach_loss(tokens: Tensor, answers: Tensor, reach: int, knows_position: bool = True) -> float:
     """The loss of the ideal model that sees only keys ``i - reach .. i`` at position ``i`` (and the position).
 
     Where the trigger lies in that reach the answer is certain; elsewhere the best answer is the share of
     1s among the sequences whose trigger is not in the reach at that position. A stack of ``N`` sliding
-    layers of window ``w`` reaches ``N (w - 1)`` keys back, so no such stack can do better: a lower bound, which
-    a stack that cannot tell its absolute position (rotary, once key 0 is out of reach) need not reach.
-    ``tokens`` and ``answers`` are int ``(n, L)`` as :func:`trigger_batch` makes them. Taught in the chapter
-    "Attention in today's open models".
+    layers of window ``w`` reaches ``N (w - 1)`` keys back, so no such stack can do better: a lower bound.
+    With ``knows_position=False`` the ideal model knows its position only while key 0 is in its reach (it
+    can count the keys back to it); further on, every position whose reach holds no trigger gets the same
+    answer, the share of 1s over all of them: the bound for a stack that cannot tell its absolute position
+    (rotary positions, no absolute ones), at least as high as the first. ``tokens`` and ``answers`` are int
+    ``(n, L)`` as :func:`trigger_batch` makes them. Taught in the chapter "Attention in today's open models".
     """
     check.positive_int(reach, "reach", "reach_loss")
+    if not isinstance(knows_position, bool):
+        raise TypeError(f"reach_loss: knows_position must be True or False, got {knows_position!r}")
     n, L = tokens.shape
     hits = F.pad((tokens == TRIGGER).long(), (reach, 0)).unfold(1, reach + 1, 1).amax(-1)  # (n, L): trigger seen
     positions = torch.arange(L).expand(n, L)
+    if not knows_position:  # beyond the reach of key 0, all positions look alike
+        positions = positions.clamp(max=reach + 1)
     groups = torch.where(hits.bool(), L + positions, positions)  # seen: certain; not seen: by position
     return _best_answer_loss(answers, groups)
 

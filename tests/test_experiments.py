@@ -71,6 +71,15 @@ def test_the_reach_baseline_is_the_loss_of_the_ideal_windowed_answer():
         p[blind, i] = answers[blind, i].double().mean() if blind.any() else 0.0
     expected = F.binary_cross_entropy(p.clamp(1e-9, 1 - 1e-9), answers.double()).item()
     assert reach_loss(tokens, answers, reach) == pytest.approx(expected, abs=1e-9)
+    # Without its position: once key 0 is out of reach (i > reach), every blind position gets one answer.
+    far = torch.arange(L) > reach
+    pooled = answers[:, far][~seen[:, far]].double().mean()
+    p[:, far] = torch.where(seen[:, far], 1.0, pooled)
+    expected_blind = F.binary_cross_entropy(p.clamp(1e-9, 1 - 1e-9), answers.double()).item()
+    assert reach_loss(tokens, answers, reach, knows_position=False) == pytest.approx(expected_blind, abs=1e-9)
+    assert expected_blind > expected, "not knowing the position can only cost"
+    with pytest.raises(TypeError, match="knows_position must be True or False"):
+        reach_loss(tokens, answers, reach, knows_position="no")
 
 
 def test_the_trainer_pairs_its_variants_and_a_mechanism_decides_the_task():
