@@ -35,8 +35,11 @@ Each module holds one concept and names the chapter that teaches it:
 - ``figures``: each chapter's slider figure, one module per chapter, named after it
 - ``profiling``: time and peak memory of a call, on a CPU or a GPU (chapter "Efficient attention")
 - ``checks``: exercise checks that name the learner's mistake
+- ``zoo``: the course's trained models, their corpus (Python's standard library), recipes, weights and cards
+  (chapter "A language model and its heads")
 """
 
+from . import zoo  # lessons_src.zoo.load(name): the trained models
 from .alibi import alibi_bias, alibi_slopes
 from .attention import scaled_dot_product_attention
 from .data import reversal_batch, shift_batch
@@ -101,6 +104,7 @@ from .training import TrainResult, antidiagonal_mass, diagonal_mass, train_atten
 __version__ = "0.1.0"
 
 __all__ = [
+    "zoo",
     "scaled_dot_product_attention",
     "causal_mask",
     "padding_mask",

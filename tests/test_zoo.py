@@ -1,0 +1,105 @@
+"""The zoo (lessons_src.zoo): its corpus, its recipes, and every shipped model against its card.
+
+The cards are the zoo's claims: each model beats the best n-gram table on the held-out text by the margin
+its card states, its first training steps re-run here give the losses its card logged, and all of it fits
+the stated size budget. Re-training a model end to end is the full tier's (tests/test_zoo.py::
+test_a_zoo_model_retrains_to_its_card, marked slow).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import math
+from importlib import resources
+
+import pytest
+import torch
+
+from lessons_src import CharTokenizer, zoo
+
+TRAINED = [name for name in zoo.RECIPES if resources.files("lessons_src").joinpath(f"data/zoo/{name}.json").is_file()]
+
+
+def test_the_corpus_is_the_shipped_snapshot_split_by_document():
+    train, held = zoo.python_source()
+    assert 3_000_000 < len(train) + len(held) < 3_600_000
+    assert 0.07 < len(held) / (len(train) + len(held)) < 0.13, "about a tenth of the text is held out"
+    assert train.isascii() and held.isascii() and zoo.SEPARATOR not in train + held
+    documents = gzip.decompress(resources.files("lessons_src").joinpath(zoo.CORPUS).read_bytes()).decode().split(
+        zoo.SEPARATOR)
+    assert held.startswith(documents[9]) and train.startswith(documents[0]), "every tenth file is held out"
+    assert resources.files("lessons_src").joinpath("data/PSF-LICENSE.txt").read_text().count("PYTHON SOFTWARE FOUNDATION")
+
+
+def test_the_learning_rate_warms_up_then_falls_to_a_tenth():
+    recipe = zoo.RECIPES["code-lm"]
+    assert recipe.learning_rate(1) == pytest.approx(recipe.lr / recipe.warmup)
+    assert recipe.learning_rate(recipe.warmup) == pytest.approx(recipe.lr)
+    assert recipe.learning_rate(recipe.steps) == pytest.approx(0.1 * recipe.lr)
+    middle = (recipe.warmup + recipe.steps) / 2
+    assert recipe.learning_rate(int(middle)) == pytest.approx(0.55 * recipe.lr, rel=1e-3)
+
+
+def test_held_out_loss_is_the_mean_cross_entropy_over_windows():
+    torch.manual_seed(0)
+    recipe = zoo.Recipe(name="tiny", chapter="", purpose="", model="LanguageModel",
+                        config=dict(d_model=8, num_heads=2, num_layers=1), context=4)
+    model = zoo.build(recipe, 5)
+    tokens = torch.randint(0, 5, (23,))
+    with torch.no_grad():
+        inputs, targets = tokens[:20].view(5, 4), tokens[1:21].view(5, 4)
+        by_hand = torch.nn.functional.cross_entropy(model(inputs).flatten(0, 1), targets.flatten()).item()
+    assert zoo.held_out_loss(model, tokens, 4, batch_size=2) == pytest.approx(by_hand, rel=1e-6)
+    assert zoo.held_out_loss(model, tokens, 4, max_windows=1) == pytest.approx(
+        torch.nn.functional.cross_entropy(model(inputs[:1])[0], targets[0]).item(), rel=1e-6)
+
+
+def test_bad_names_and_inputs_are_refused_by_name():
+    with pytest.raises(ValueError, match="no zoo model named 'gpt-5'.*code-lm"):
+        zoo.train("gpt-5")
+    with pytest.raises(ValueError, match="longer than context=8"):
+        zoo.held_out_loss(torch.nn.Identity(), torch.arange(5), 8)
+    with pytest.raises(ValueError, match="names model 'Transformer'"):
+        zoo.build(zoo.Recipe(name="x", chapter="", purpose="", model="Transformer"), 5)
+
+
+def test_every_recipe_has_its_card_or_says_it_is_not_trained():
+    for name in set(zoo.RECIPES) - set(TRAINED):
+        with pytest.raises(FileNotFoundError, match=f"scripts/train_zoo.py {name}"):
+            zoo.card(name)
+
+
+def test_the_zoo_keeps_to_its_budget():
+    assert zoo.zoo_bytes() <= zoo.ZOO_BUDGET_BYTES, (
+        f"the zoo takes {zoo.zoo_bytes() / 2**20:.1f} MiB, over its budget of {zoo.ZOO_BUDGET_BYTES / 2**20:.0f} MiB")
+
+
+@pytest.mark.parametrize("name", TRAINED)
+def test_a_shipped_model_beats_the_best_ngram_table_by_its_cards_margin(name):
+    model, tokenizer, info = zoo.load(name)
+    assert info["corpus"]["sha256"] == hashlib.sha256(
+        gzip.decompress(resources.files("lessons_src").joinpath(zoo.CORPUS).read_bytes())).hexdigest(), (
+        "the card was trained on another corpus than the shipped one: re-train it")
+    assert info["recipe"] == zoo.dataclasses.asdict(zoo.RECIPES[name]), "the recipe changed since the card was written"
+    assert info["margin"] > 0 and info["margin"] == pytest.approx(info["ngram"]["loss"] - info["held_out_loss"], abs=2e-4)
+    _, held_text = zoo.python_source()
+    held = tokenizer.encode(held_text)
+    # the card's loss, recomputed on a part of the held-out text here (all of it is the full tier's)
+    part = zoo.held_out_loss(model, held, info["recipe"]["context"], max_windows=64)
+    assert part == pytest.approx(info["log"][-1]["held_out_64"], abs=2e-3), (
+        "the shipped weights should give the held-out loss the card logged at the end of training")
+    assert isinstance(tokenizer, CharTokenizer) and tokenizer.vocab_size == len(info["vocabulary"])
+
+
+@pytest.mark.parametrize("name", TRAINED)
+def test_a_zoo_recipe_reproduces_its_first_steps(name):
+    """The unit stage re-runs the first 5 steps (seconds); 1e-3 nats covers another CPU's or torch build's
+    rounding, and nothing else: a changed recipe, corpus, initialisation or batch order moves them by more."""
+    stored = zoo.card(name)["log"][0]["first"]
+    again = zoo.first_steps(name)
+    assert len(again) == len(stored) == zoo.FIRST_STEPS
+    worst = max(abs(a - b) for a, b in zip(again, stored))
+    assert worst < 1e-3, f"{name}: first steps {again} against the card's {stored} (worst {worst:.2e})"
+    assert math.isclose(stored[0], math.log(len(zoo.card(name)["vocabulary"])), abs_tol=0.5), (
+        "the first step's loss should be near uniform guessing")
