@@ -49,6 +49,11 @@ HELD_OUT_EVERY = 10  # every tenth file is held out
 ZOO_DIR = "data/zoo"
 #: What the zoo's weights and cards may take in the package, all models together (issue 32: "tens of MB at most").
 ZOO_BUDGET_BYTES = 24 * 2**20
+#: The count-based baseline every card states its margin over: the best interpolated Kneser-Ney table
+#: (lessons_src.best_ngram_loss) over these orders and discounts, chosen on the held-out text itself. The
+#: loss still falls a little at 64 characters of context (1.2247 at n = 20, 1.2224 at n = 48), so the
+#: search runs that far.
+NGRAM_SEARCH = {"max_n": 64, "discounts": (0.5, 0.75, 0.9, 0.95, 0.98, 1.0)}
 FIRST_STEPS = 5  # the training losses a card keeps step by step, which a re-run must reproduce
 
 
@@ -127,6 +132,21 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
            model="DecoderLM", config=dict(d_model=128, num_heads=4, num_layers=4, norm="rms", placement="pre",
                                           ffn="swiglu", positions="alibi", bias=False), steps=3000),
 )}
+# Seeds 1 and 2 of the models chapter 13 compares, so that its comparison is read against their spread.
+SEEDS = (0, 1, 2)
+for _base in ("code-llama", "code-alibi"):
+    for _seed in SEEDS[1:]:
+        RECIPES[f"{_base}-seed{_seed}"] = dataclasses.replace(
+            RECIPES[_base], name=f"{_base}-seed{_seed}", seed=_seed,
+            purpose=f"{_base} trained from seed {_seed}: with it and the seed-0 model, the seed spread of "
+                    f"what chapter 13 reads")
+
+
+def seeds(name: str) -> list[str]:
+    """The zoo names of model ``name`` trained from each of its seeds, seed 0 (``name`` itself) first;
+    ``[name]`` for a model trained from one seed. Taught in the chapter "ALiBi and length extrapolation"."""
+    _recipe(name, "seeds")
+    return [name] + [f"{name}-seed{s}" for s in SEEDS[1:] if f"{name}-seed{s}" in RECIPES]
 
 
 def build(recipe: Recipe, vocab_size: int) -> nn.Module:

@@ -16,6 +16,7 @@ from lessons_src.language_model import (
     LanguageModel,
     _kneser_ney,
     _kneser_ney_tables,
+    _ngram_losses,
     best_ngram_loss,
     bigram_loss,
     course_text,
@@ -249,6 +250,24 @@ def test_every_ngram_row_is_a_distribution(n, discount):
         probability = _kneser_ney(_kneser_ney_tables(train.tolist(), n), 5, discount)
         probs = [probability(tuple(context), c) for c in range(5)]
         assert all(p > 0 for p in probs) and sum(probs) == pytest.approx(1.0, abs=1e-9), (context, probs)
+
+
+def test_the_counted_tables_equal_the_definition_at_every_order_and_discount():
+    """ngram_loss and best_ngram_loss count with tensors (_ngram_losses); _kneser_ney reads the definition
+    token by token. Short texts, small vocabularies and orders longer than the held-out text included: a
+    held-out token near the start reads all the tokens before it, fewer than n - 1."""
+    for seed in range(12):
+        g = torch.Generator().manual_seed(seed)
+        vocab_size = 2 + seed % 4
+        train = torch.randint(0, vocab_size, (10 + 5 * seed,), generator=g)
+        held = torch.randint(0, vocab_size, (3 + seed,), generator=g)
+        counted = _ngram_losses(train, held, vocab_size, 6, (0.5, 1.0))
+        for (n, discount), loss in counted.items():
+            by_definition = _kneser_ney(_kneser_ney_tables(train.tolist(), n), vocab_size, discount)
+            held_ids = held.tolist()
+            expected = -sum(math.log(by_definition(tuple(held_ids[max(0, i - n + 1):i]), c))
+                            for i, c in enumerate(held_ids)) / len(held_ids)
+            assert loss == pytest.approx(expected, rel=1e-12), (seed, n, discount)
 
 
 def test_the_ngram_table_by_hand_and_against_the_bigram_table():
