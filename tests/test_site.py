@@ -192,6 +192,19 @@ def _check_predict_first(page, page_path):
         assert answer.is_visible() and answer.inner_text().strip(), f"{page_path}: answer {i} did not open"
 
 
+def _check_solution_titled(page, page_path):
+    """A solution page says it is one where a reader (and the search results) meet it first: the window
+    title, the heading, and a note that sends the reader to the exercise before the answer."""
+    exercise = page_path.replace("solutions/", "exercises/")
+    heading = page.locator("main h1").first.inner_text()
+    assert "(solution)" in page.title() and "(solution)" in heading, (
+        f"{page_path}: title {page.title()!r}, heading {heading!r}; both should say '(solution)'")
+    note = page.locator("main p", has_text="This is the solution")
+    assert note.count() == 1, f"{page_path}: no 'This is the solution. Try the exercise first' note"
+    link = note.first.locator("a").first.get_attribute("href") or ""
+    assert link.endswith(exercise.split("/")[-1] + ".html"), f"{page_path}: the note links to {link!r}, not the exercise"
+
+
 def _check_solution_hidden(page, page_path):
     answer = page.locator("details.hide", has_text="def ").first
     code = answer.locator("div.highlight").first
@@ -204,8 +217,8 @@ def _check_solution_hidden(page, page_path):
 def test_page_in_a_browser(server, browser, page_path):
     """One visit per page at desktop width, the checks in the order a reader meets the page: maths typeset,
     a screenshot, the accessibility audit (before anything is moved), every slider moves its plot, every
-    image loaded, the predict-first answers open on a click (chapters), the solution stays hidden until asked
-    (solutions), the model explorer (the pages in EXPLORER_PAGES: _check_explorer),
+    image loaded, the predict-first answers open on a click (chapters), the page is titled as a solution and
+    the solution stays hidden until asked (solutions), the model explorer (the pages in EXPLORER_PAGES: _check_explorer),
     and no console error, failed request or HTTP error all along. Every check runs; all failures are listed."""
     context, page, problems = _open(browser, server, page_path)
     failures = []
@@ -226,6 +239,7 @@ def test_page_in_a_browser(server, browser, page_path):
         if page_path in CHAPTERS:
             check("predict-first questions", _check_predict_first)
         if page_path in SOLUTIONS:
+            check("solution titled as one", _check_solution_titled)
             check("solution hidden until asked", _check_solution_hidden)
         if page_path in EXPLORER_PAGES:
             check("model explorer", _check_explorer)
