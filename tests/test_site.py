@@ -192,6 +192,42 @@ def _check_predict_first(page, page_path):
         assert answer.is_visible() and answer.inner_text().strip(), f"{page_path}: answer {i} did not open"
 
 
+def _check_home(page, page_path):
+    """The home page says where to start and lists the chapters numbered, in the table of contents' order,
+    each linked to its page and to its notebook in Colab and in Binder (not the services' front pages);
+    no heading follows another with the same words."""
+    assert page.locator("main h2", has_text="Start here").count() == 1, "the home page should say where to start"
+    items = page.locator("main ol.chapter-list > li")
+    assert items.count() == len(CHAPTERS), f"{items.count()} chapters listed, {len(CHAPTERS)} in _toc.yml"
+    for number, (chapter, item) in enumerate(zip(CHAPTERS, items.all()), start=1):
+        links = item.locator("a")
+        hrefs = [links.nth(i).get_attribute("href") for i in range(links.count())]
+        name = chapter.split("/")[-1]
+        assert hrefs[0].endswith(f"{name}.html") and links.nth(0).inner_text().strip(), (number, hrefs)
+        assert any(h.startswith("https://colab.research.google.com/github/") and h.endswith(f"{chapter}.ipynb")
+                   for h in hrefs), f"chapter {number}: no Colab link to its notebook: {hrefs}"
+        assert any(h.startswith("https://mybinder.org/v2/gh/") and h.endswith(f"{chapter}.ipynb") for h in hrefs), (
+            f"chapter {number}: no Binder link to its notebook: {hrefs}")
+    assert page.evaluate("getComputedStyle(document.querySelector('main ol.chapter-list')).listStyleType") == "decimal"
+    fronts = page.evaluate("""() => [...document.querySelectorAll('main a')].map(a => a.href)
+        .filter(h => /^https:\\/\\/(colab\\.research\\.google\\.com|mybinder\\.org)\\/?$/.test(h))""")
+    assert not fronts, f"the home page links to a service's front page, not to a chapter: {fronts}"
+    headings = [h.strip().lower() for h in page.locator("main h1, main h2, main h3").all_inner_texts()]
+    repeated = [a for a, b in zip(headings, headings[1:]) if a == b]
+    assert not repeated, f"the home page repeats a heading: {repeated}"
+
+
+def _check_exercise_says_how_to_run(page, page_path):
+    """An exercise page tells a reader of the website how to work it, and the launch button it names opens
+    this exercise's notebook in Colab and in Binder."""
+    how = page.locator("main p", has_text="How to work it")
+    assert how.count() == 1 and "launch button" in how.first.inner_text(), f"{page_path}: no 'How to work it' note"
+    launches = page.evaluate("() => [...document.querySelectorAll('a')].map(a => a.href)")
+    for service in ("https://colab.research.google.com/github/", "https://mybinder.org/v2/gh/"):
+        assert any(h.startswith(service) and h.endswith(f"{page_path}.ipynb") for h in launches), (
+            f"{page_path}: no launch link to {service}...{page_path}.ipynb")
+
+
 def _check_solution_titled(page, page_path):
     """A solution page says it is one where a reader (and the search results) meet it first: the window
     title, the heading, and a note that sends the reader to the exercise before the answer."""
@@ -236,8 +272,12 @@ def test_page_in_a_browser(server, browser, page_path):
         check("accessibility (axe-core)", _check_accessibility)
         check("sliders", _check_sliders)
         check("images", _check_images)
+        if page_path == PAGES[0]:
+            check("home page", _check_home)
         if page_path in CHAPTERS:
             check("predict-first questions", _check_predict_first)
+        if page_path in EXERCISES:
+            check("exercise says how to run it", _check_exercise_says_how_to_run)
         if page_path in SOLUTIONS:
             check("solution titled as one", _check_solution_titled)
             check("solution hidden until asked", _check_solution_hidden)
