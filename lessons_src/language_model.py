@@ -255,17 +255,17 @@ def _ngram_losses(train: Tensor, held_out: Tensor, vocab_size: int, max_n: int,
             n_contexts = int(ids[k - 1].max()) + 1
         else:
             context, held_context, n_contexts = torch.zeros(count, dtype=torch.long), torch.zeros(n_held, dtype=torch.long), 1
+        read = {}  # "top" (counts) and "lower" (continuation counts): what each held-out token reads, any discount
+        for kind, counts in [("top", raw)] + ([("lower", continuation)] if k < max_n else []):
+            totals = torch.zeros(n_contexts, dtype=torch.float64).index_add_(0, context, counts)
+            kinds = torch.zeros(n_contexts, dtype=torch.float64).index_add_(0, context, (counts > 0).double())
+            total = totals[held_context]
+            use = readable & (total > 0)
+            read[kind] = (use, counts[gram], torch.where(use, total, torch.ones_like(total)), kinds[held_context])
         for d in discounts:
-            for top, counts in ((True, raw), (False, continuation if k < max_n else None)):
-                if counts is None:
-                    continue
-                totals = torch.zeros(n_contexts, dtype=torch.float64).index_add_(0, context, counts)
-                kinds = torch.zeros(n_contexts, dtype=torch.float64).index_add_(0, context, (counts > 0).double())
-                total, c, t = totals[held_context], counts[gram], kinds[held_context]
-                use = readable & (total > 0)
-                safe = torch.where(use, total, torch.ones_like(total))
-                p = torch.where(use, (c - d).clamp(min=0) / safe + d * t / safe * p_lower[d], p_lower[d])
-                if top:
+            for kind, (use, c, total, t) in read.items():
+                p = torch.where(use, (c - d).clamp(min=0) / total + d * t / total * p_lower[d], p_lower[d])
+                if kind == "top":
                     losses[(k, d)] = -p.log().mean().item()
                 else:
                     p_lower[d] = p
