@@ -1,10 +1,11 @@
 """Keystroke-to-redraw latency of ModelExplorer's page in Chromium, and the weight it adds to a page.
 
 For a model the size of each chapter's (chapter 14's character model, chapter 15's attention-only model,
-chapter 16's Llama-style DecoderLM; random weights of that size: the forward's cost does not depend on
-their values), the page written by ``ModelExplorer.to_html()`` is opened in Chromium (offline) and 50
-characters are typed into its text box, one key at a time, with the text at 64 and at ``max_len``
-characters (after each timed key a Backspace, not timed, brings the length back). Each keystroke is timed
+chapter 16's Llama-style DecoderLM, chapter 17's MLA and GQA models, chapter 18's learned-sink model and
+sliding/global stack, and a DecoderLM with every switch of today's models on at once; random weights of
+that size: the forward's cost does not depend on their values), the page written by ``ModelExplorer.to_html()`` is opened in Chromium (offline) and 50
+characters are typed into its text box, one key at a time, with the text at 64 (or fewer) and at
+``max_len`` characters (after each timed key a Backspace, not timed, brings the length back). Each keystroke is timed
 in the page from its ``keydown`` to the end of the redraw (the forward pass, the bars, the large heatmap and
 every small one drawn), and to the start of the next frame (what the reader sees, on a 60 Hz clock).
 Also printed: the forward pass alone, and the HTML's bytes (float32 or float16 weights).
@@ -24,7 +25,17 @@ from pathlib import Path
 
 import torch
 
-from lessons_src import CharTokenizer, DecoderConfig, DecoderLM, LanguageModel, ModelExplorer, course_text
+from lessons_src import (
+    CharTokenizer,
+    DecoderConfig,
+    DecoderLM,
+    LanguageModel,
+    MLAConfig,
+    MLADecoderLM,
+    ModelExplorer,
+    course_text,
+    trigger_tokenizer,
+)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -43,10 +54,12 @@ INSTRUMENT = """uid => {
 
 
 def chapter_models() -> dict[str, tuple[torch.nn.Module, CharTokenizer]]:
-    """Models of the sizes the chapters train (read from book/14, 15 and 16), with random weights."""
+    """Models of the sizes the chapters train (read from book/14 to 18), with random weights."""
     torch.manual_seed(0)
     course = CharTokenizer(course_text())
     induction = CharTokenizer("abcdefghijklmnopqrstuvwxyz012345")  # chapter 15: 32 random tokens
+    llama = dict(placement="pre", norm="rms", ffn="swiglu", positions="rope", bias=False)
+    trigger = dict(vocab_size=10, d_model=16, num_heads=2, **llama, rope_layout="half")  # chapter 18's train_trigger
     return {
         "ch14 LanguageModel d64 h4 l2 ctx64": (
             LanguageModel(course.vocab_size, d_model=64, num_heads=4, num_layers=2, max_len=64), course),
@@ -57,6 +70,22 @@ def chapter_models() -> dict[str, tuple[torch.nn.Module, CharTokenizer]]:
             DecoderLM(DecoderConfig(vocab_size=course.vocab_size, d_model=32, num_heads=4, num_layers=2, max_len=64,
                                     placement="pre", norm="rms", ffn="swiglu", positions="rope", num_kv_heads=1,
                                     bias=False)), course),
+        "ch17 MLA d32 h4 dc24 dR8 l2 ctx32": (
+            MLADecoderLM(MLAConfig(vocab_size=course.vocab_size, d_model=32, num_heads=4, num_layers=2, max_len=32,
+                                   kv_lora_rank=24, qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=8)), course),
+        "ch17 GQA d32 h4 kv2 l2 ctx32": (
+            DecoderLM(DecoderConfig(vocab_size=course.vocab_size, d_model=32, num_heads=4, num_layers=2, max_len=32,
+                                    num_kv_heads=2, **llama)), course),
+        "ch18 learned sink d16 h2 l1 ctx17": (
+            DecoderLM(DecoderConfig(num_layers=1, max_len=17, sinks=True, **trigger)), trigger_tokenizer()),
+        "ch18 sliding+global d16 h2 l2 ctx25": (
+            DecoderLM(DecoderConfig(num_layers=2, max_len=25, sliding_window=4, **trigger,
+                                    layer_types=("sliding_attention", "full_attention"))), trigger_tokenizer()),
+        "all today's switches d64 h4 kv2 l2 ctx64": (
+            DecoderLM(DecoderConfig(vocab_size=course.vocab_size, d_model=64, num_heads=4, num_layers=2, max_len=64,
+                                    num_kv_heads=2, qk_norm=True, norm_plus_one=True, query_pre_attn_scalar=16.0,
+                                    attn_logit_softcapping=20.0, sinks=True, sliding_window=8, attn_output_gate=True,
+                                    layer_types=("sliding_attention", "full_attention"), **llama)), course),
     }
 
 
@@ -110,7 +139,7 @@ def main() -> int:
             uid = f"lsx-{explorer.id}"
             page.evaluate(INSTRUMENT, uid)
             chars = [c for c in tokenizer.chars if c.isalnum() or c == " "]
-            for length in sorted({64, explorer.max_len}):
+            for length in sorted({min(64, explorer.max_len), explorer.max_len}):
                 times = measure(page, uid, chars, length, args.keys)
                 rows.append((name, length, len(html.encode()), explorer.embedded_dtype, times))
                 if length == explorer.max_len and statistics.median(times["frame"]) > BUDGET_MS:

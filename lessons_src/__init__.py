@@ -53,6 +53,7 @@ from .experiments import (
     reach_loss,
     train_trigger,
     trigger_batch,
+    trigger_tokenizer,
 )
 from .explorer import ModelExplorer
 from .gqa import CausalSelfAttention, GroupedQueryAttention, KVCache, kv_cache_bytes
@@ -187,5 +188,6 @@ __all__ = [
     "reach_loss",
     "train_trigger",
     "trigger_batch",
+    "trigger_tokenizer",
     "__version__",
 ]

@@ -27,13 +27,17 @@ from torch import Tensor
 
 from . import _validate as check
 from .device import one_cpu_thread
+from .language_model import CharTokenizer
 from .llm import HF_LLAMA_SWITCHES, DecoderConfig, DecoderLM
 
-__all__ = ["BOS", "TRIGGER", "TRIGGER_VOCAB", "trigger_batch", "answer_loss", "position_only_loss", "reach_loss",
+__all__ = ["BOS", "TRIGGER", "TRIGGER_VOCAB", "TRIGGER_CHARS", "trigger_tokenizer", "trigger_batch", "answer_loss", "position_only_loss", "reach_loss",
            "train_trigger", "SeedComparison", "compare_seeds"]
 
 BOS, TRIGGER = 0, 1
 TRIGGER_VOCAB = 10  # BOS, the trigger, letters 2-9
+#: The trigger task's tokens as characters, so a reader can type a sequence: ``^`` is BOS, ``!`` the trigger,
+#: ``a``-``h`` the letters 2-9.
+TRIGGER_CHARS = "^!abcdefgh"
 _FIRSTS = ("bos", "letter")
 
 
@@ -58,6 +62,12 @@ def trigger_batch(n: int, length: int = 16, generator: torch.Generator | None = 
     at = torch.randint(1, 1 + length, (n,), generator=generator)  # (n,): positions 1 .. length
     letters[has_trigger, at[has_trigger]] = TRIGGER
     return letters, (letters == TRIGGER).long().cummax(dim=1).values  # 1 from the trigger on
+
+
+def trigger_tokenizer() -> CharTokenizer:
+    """The trigger task's tokens as the characters of :data:`TRIGGER_CHARS` (id ``i`` is its ``i``-th
+    character), for :class:`lessons_src.ModelExplorer`. Taught in the chapter "Attention in today's open models"."""
+    return CharTokenizer.from_chars(TRIGGER_CHARS)
 
 
 def answer_loss(model: DecoderLM, tokens: Tensor, answers: Tensor) -> Tensor:

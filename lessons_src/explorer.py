@@ -10,7 +10,10 @@ One object, two renderings (CONTRIBUTING.md, "Model explorer"), as with the slid
   next-character distribution (top-k bars, a temperature slider), the attention of any layer and head
   over the typed characters (one head large, every head small) and samples a continuation on request.
   The page registers ``window.lessonsModels[<id>] = {forward(text)}`` returning ``{tokens, logits,
-  attention}`` (the contract the browser tests use).
+  attention}`` (the contract the browser tests use), and ``sinks`` for a model with learned sinks. Every
+  model kind the package builds runs there: both kinds of :class:`LanguageModel`, :class:`DecoderLM` with any
+  switch (today's included: QK-norm, soft-capping, learned sinks, sliding windows, the output gate) and
+  :class:`MLADecoderLM` (the plain form; the absorbed decode gives the same weights).
 * In a kernel, ``_repr_mimebundle_`` gives a live ipywidgets view (ipywidgets 7.7 and 8) driven by the
   Python model, with the HTML as the fallback.
 
@@ -44,6 +47,7 @@ from .encoder import EncoderBlock
 from .language_model import CharTokenizer, LanguageModel, _AttentionOnlyBlock
 from .llm import DecoderConfig, DecoderLM, RMSNorm
 from .masks import causal_mask
+from .mla import LATENT_NORM_EPS, MLADecoderLM
 from .rotary import apply_rope
 
 __all__ = ["ModelExplorer", "MAX_HTML_BYTES_FLOAT32"]
@@ -55,18 +59,24 @@ WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 MAX_HTML_BYTES_FLOAT32 = 1_000_000
 
 #: The DecoderConfig switches (and their values) that the JavaScript forward implements. A config field
-#: that is not here, or a value that is not listed, is refused with its name.
+#: that is not here, or a value that is not listed, is refused with its name. None: every value the config
+#: accepts (today's switches of the chapter "Attention in today's open models" included).
 _SUPPORTED_SWITCHES: dict[str, tuple | None] = {
     "vocab_size": None, "d_model": None, "num_heads": None, "num_layers": None, "max_len": None, "d_ff": None,
     "num_kv_heads": None, "norm": ("layer", "rms"), "placement": ("pre", "post"), "ffn": ("relu", "gelu", "swiglu"),
     "positions": ("learned", "sinusoidal", "rope", "alibi", "none"), "rope_layout": ("interleaved", "half"),
     "rope_base": None, "bias": None, "eps": None,
-    # Today's switches (chapter "Attention in today's open models"): not in the JavaScript forward yet.
-    "qk_norm": (False,), "norm_plus_one": (False,), "query_pre_attn_scalar": (None,), "attn_logit_softcapping": (None,),
-    "sinks": (False,), "sliding_window": (None,), "layer_types": (None,), "attn_output_gate": (False,),
+    "qk_norm": None, "norm_plus_one": None, "query_pre_attn_scalar": None, "attn_logit_softcapping": None,
+    "sinks": None, "sliding_window": None, "layer_types": None, "attn_output_gate": None,
 }
 
+#: The MLAConfig fields the JavaScript forward implements (every value the config accepts).
+_SUPPORTED_MLA = ("vocab_size", "d_model", "num_heads", "num_layers", "max_len", "d_ff", "kv_lora_rank", "q_lora_rank",
+                  "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "rope_base", "eps")
+
 _ID = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}\Z")
+#: The marks the page draws for characters that would otherwise be invisible (explained under the bars).
+_SHOWN = {" ": "\u2423", "\n": "\u21b5", "\t": "\u21e5"}
 _NAMED = {" ": "space", "\n": "newline", "\t": "tab", "\r": "carriage return"}
 
 
@@ -93,7 +103,8 @@ def _linear(module: nn.Linear) -> tuple[Tensor, Tensor | None]:
 
 
 def _norm_tensors(module: nn.Module, where: str) -> tuple[str, float, Tensor, Tensor | None]:
-    """(kind, eps, weight, bias) of a LayerNorm or RMSNorm with a weight."""
+    """(kind, eps, weight, bias) of a LayerNorm or RMSNorm with a weight (an RMSNorm with ``plus_one`` keeps
+    its stored weight: the page multiplies by ``1 + weight``, told by the spec's ``norm_plus_one``)."""
     if isinstance(module, RMSNorm):
         return "rms", module.eps, module.weight, None
     if isinstance(module, nn.RMSNorm):
@@ -199,10 +210,14 @@ def _spec_decoder(model: DecoderLM) -> _Spec:
     c = model.config
     _check_config(c)
     spec = _Spec()
+    scalar = c.head_dim if c.query_pre_attn_scalar is None else c.query_pre_attn_scalar
     spec.meta.update(kind="DecoderLM", d_model=c.d_model, num_heads=c.num_heads, kv_heads=c.kv_heads,
                      head_dim=c.head_dim, num_layers=c.num_layers, max_len=c.max_len, positions=c.positions,
                      placement=c.placement, ffn=c.ffn, norm=c.norm, eps=float(c.eps),
-                     final_norm=c.placement == "pre")
+                     final_norm=c.placement == "pre", scale=float(scalar) ** -0.5, qk_norm=c.qk_norm,
+                     norm_plus_one=c.norm_plus_one, softcap=c.attn_logit_softcapping, sinks=c.sinks,
+                     gate=c.attn_output_gate,
+                     windows=[layer.self_attn.window or 0 for layer in model.layers])  # 0: a global layer
     if c.positions == "rope":
         spec.meta.update(rope_layout=c.rope_layout, rope_base=float(c.rope_base))
     if c.positions == "alibi":
@@ -216,6 +231,11 @@ def _spec_decoder(model: DecoderLM) -> _Spec:
             w, b = _linear(lin)
             spec.add(f"l{i}.w{name}", w)
             spec.add(f"l{i}.b{name}", b)
+        if c.qk_norm:
+            spec.add(f"l{i}.qnw", attn.q_norm.weight)
+            spec.add(f"l{i}.knw", attn.k_norm.weight)
+        if c.sinks:
+            spec.add(f"l{i}.sinks", attn.sinks)
         for name, module in (("n1", layer.input_layernorm), ("n2", layer.post_attention_layernorm)):
             _, _, w, b = _norm_tensors(module, f"layer {i} {name}")
             spec.add(f"l{i}.{name}w", w)
@@ -237,43 +257,107 @@ def _spec_decoder(model: DecoderLM) -> _Spec:
     return spec
 
 
+def _spec_mla(model: MLADecoderLM) -> _Spec:
+    c = model.config
+    unknown = [f.name for f in dataclasses.fields(c) if f.name not in _SUPPORTED_MLA
+               and f.default is not dataclasses.MISSING and getattr(c, f.name) != f.default]
+    if unknown:
+        raise ValueError(f"ModelExplorer: MLAConfig field(s) {unknown} are not supported by the JavaScript forward; "
+                         "add them to lessons_src/explorer.py and lessons_src/data/explorer.js")
+    spec = _Spec()
+    spec.meta.update(kind="MLADecoderLM", d_model=c.d_model, num_heads=c.num_heads, kv_heads=c.num_heads,
+                     head_dim=c.v_head_dim, num_layers=c.num_layers, max_len=c.max_len, positions="mla",
+                     placement="pre", ffn="swiglu", norm="rms", eps=float(c.eps), final_norm=True,
+                     final_norm_kind="rms", final_eps=float(c.eps), kv_lora_rank=c.kv_lora_rank,
+                     q_lora_rank=c.q_lora_rank or 0, qk_nope_head_dim=c.qk_nope_head_dim,
+                     qk_rope_head_dim=c.qk_rope_head_dim, v_head_dim=c.v_head_dim, rope_base=float(c.rope_base),
+                     latent_eps=float(LATENT_NORM_EPS), scale=float(c.qk_head_dim) ** -0.5,
+                     windows=[0] * c.num_layers)
+    spec.add("embed", model.embed_tokens.weight)
+    for i, layer in enumerate(model.layers):
+        attn = layer.self_attn
+        if c.q_lora_rank is None:
+            spec.add(f"l{i}.wq", attn.q_proj.weight)
+        else:
+            spec.add(f"l{i}.wqa", attn.q_a_proj.weight)
+            spec.add(f"l{i}.qan", attn.q_a_layernorm.weight)
+            spec.add(f"l{i}.wqb", attn.q_b_proj.weight)
+        spec.add(f"l{i}.wkva", attn.kv_a_proj_with_mqa.weight)
+        spec.add(f"l{i}.kvan", attn.kv_a_layernorm.weight)
+        spec.add(f"l{i}.wkvb", attn.kv_b_proj.weight)
+        spec.add(f"l{i}.wo", attn.o_proj.weight)
+        spec.add(f"l{i}.n1w", layer.input_layernorm.weight)
+        spec.add(f"l{i}.n2w", layer.post_attention_layernorm.weight)
+        for name in ("gate", "up", "down"):
+            spec.add(f"l{i}.w{name}", getattr(layer.mlp, f"{name}_proj").weight)
+    spec.add("fnw", model.norm.weight)
+    spec.add("head", model.lm_head.weight)
+    return spec
+
+
 def _decoder_attention_hook(store: list[Tensor]):
-    """A forward hook on a DecoderLM ``Attention`` that recomputes its weights ``(B, H, L, L)`` from its
-    own input, projections, rotary tables and ALiBi slopes, and checks them against the module's output."""
+    """A forward hook on a DecoderLM ``Attention`` that takes its weights ``(B, H, L, L)`` from
+    ``Attention.attention_weights`` (every switch: sliding window, soft cap, sinks) and checks that they,
+    with the values and the output gate, give the module's output."""
 
     def hook(module, inputs, output):
         c = module.config
         x = inputs[0]
         B, L, _ = x.shape
-        q = module.q_proj(x).view(B, L, c.num_heads, c.head_dim).transpose(1, 2)  # (B, H, L, d_k)
-        k = module.k_proj(x).view(B, L, c.kv_heads, c.head_dim).transpose(1, 2)  # (B, H_kv, L, d_k)
-        v = module.v_proj(x).view(B, L, c.kv_heads, c.head_dim).transpose(1, 2)  # (B, H_kv, L, d_k)
-        if c.positions == "rope":
-            q = apply_rope(q, module.rope_cos, module.rope_sin, 0, layout=c.rope_layout)
-            k = apply_rope(k, module.rope_cos, module.rope_sin, 0, layout=c.rope_layout)
-        group = c.num_heads // c.kv_heads
-        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (B, H, L, d_k)
-        scores = q @ k.transpose(-2, -1) / c.head_dim**0.5  # (B, H, L, L)
-        if c.positions == "alibi":
-            distance = (torch.arange(L)[:, None] - torch.arange(L)[None, :]).to(scores)  # (L, L): i - j
-            scores = scores - alibi_slopes(c.num_heads).to(scores)[:, None, None] * distance  # (B, H, L, L)
-        allowed = causal_mask(L, device=x.device)  # (L, L)
-        weights = scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1)  # (B, H, L, L)
-        again = module.o_proj((weights @ v).transpose(1, 2).reshape(B, L, c.num_heads * c.head_dim))  # (B, L, D)
-        if not torch.allclose(again, output, atol=1e-4, rtol=1e-4):
-            raise RuntimeError("ModelExplorer: the attention weights recomputed from the DecoderLM's Attention do "
-                               f"not give its output (largest difference {(again - output).abs().max():.2e}); "
-                               "lessons_src/explorer.py no longer matches lessons_src/llm.py")
+        weights = module.attention_weights(x)  # (B, H, L, L); with sinks each row sums to less than 1
+        _, _, v, gate = module._project(x, 0)  # v: (B, H_kv, L, d_k); gate: (B, L, H d_k) or None
+        v = v.repeat_interleave(c.num_heads // c.kv_heads, dim=1)  # (B, H, L, d_k)
+        mixed = (weights @ v).transpose(1, 2).reshape(B, L, c.num_heads * c.head_dim)  # (B, L, H d_k)
+        again = module.o_proj(mixed if gate is None else mixed * torch.sigmoid(gate))  # (B, L, D)
+        _check_again(again, output, "DecoderLM's Attention", "lessons_src/llm.py")
         store.append(weights)
 
     return hook
 
 
+def _mla_attention_hook(store: list[Tensor]):
+    """A forward hook on a ``MultiHeadLatentAttention`` that recomputes its weights ``(B, H, L, L)`` in the
+    plain form (the latent projected up to each head's keys; the absorbed form gives the same weights) and
+    checks them against the module's output."""
+
+    def hook(module, inputs, output):
+        c = module.config
+        x = inputs[0]
+        B, L, _ = x.shape
+        query = module.q_proj(x) if c.q_lora_rank is None else module.q_b_proj(module.q_a_layernorm(module.q_a_proj(x)))
+        query = query.view(B, L, c.num_heads, c.qk_head_dim).transpose(1, 2)  # (B, H, L, d_k + d_R)
+        query_nope, query_rope = query.split([c.qk_nope_head_dim, c.qk_rope_head_dim], dim=-1)
+        latent, rope_key = module.kv_a_proj_with_mqa(x).split([c.kv_lora_rank, c.qk_rope_head_dim], dim=-1)
+        latent = module.kv_a_layernorm(latent)  # (B, L, d_c)
+        query_rope = apply_rope(query_rope, module.rope_cos, module.rope_sin, 0)  # (B, H, L, d_R)
+        rope_key = apply_rope(rope_key, module.rope_cos, module.rope_sin, 0)  # (B, L, d_R)
+        kv = module.kv_b_proj(latent).view(B, L, c.num_heads, c.qk_nope_head_dim + c.v_head_dim).transpose(1, 2)
+        key_nope, value = kv.split([c.qk_nope_head_dim, c.v_head_dim], dim=-1)  # (B, H, L, d_k), (B, H, L, d_v)
+        scores = (query_nope @ key_nope.transpose(-2, -1) + query_rope @ rope_key.unsqueeze(1).transpose(-2, -1)
+                  ) / c.qk_head_dim**0.5  # (B, H, L, L)
+        weights = scores.masked_fill(~causal_mask(L, device=x.device), float("-inf")).softmax(dim=-1)
+        again = module.o_proj((weights @ value).transpose(1, 2).reshape(B, L, c.num_heads * c.v_head_dim))
+        _check_again(again, output, "MultiHeadLatentAttention", "lessons_src/mla.py")
+        store.append(weights)
+
+    return hook
+
+
+def _check_again(again: Tensor, output: Tensor, module: str, source: str) -> None:
+    if not torch.allclose(again, output, atol=1e-4, rtol=1e-4):
+        raise RuntimeError(f"ModelExplorer: the attention weights recomputed from the {module} do not give its "
+                           f"output (largest difference {(again - output).abs().max():.2e}); "
+                           f"lessons_src/explorer.py no longer matches {source}")
+
+
 class ModelExplorer:
     """A trained character model that the reader types into: predictions and every head's attention.
 
-    ``model``: a :class:`lessons_src.LanguageModel` (either kind) or a :class:`lessons_src.DecoderLM` (any
-    switch of its config); ``tokenizer``: the :class:`lessons_src.CharTokenizer` it was trained with.
+    ``model``: a :class:`lessons_src.LanguageModel` (either kind), a :class:`lessons_src.DecoderLM` (any
+    switch of its config, today's included: with learned sinks each row of weights sums to one minus the
+    sink's share, which the page shows beside the map) or a :class:`lessons_src.MLADecoderLM` (the weights
+    of the plain form, the latent projected up; the absorbed decode gives the same); ``tokenizer``: the
+    :class:`lessons_src.CharTokenizer` it was trained with.
     Keyword-only: ``text`` the text in the box at first (default: "The attention " where the vocabulary
     has it, else a random string typed twice); ``max_len`` the context the page uses (at most the model's);
     ``top_k`` bars (default 10, or the vocabulary if smaller); ``temperature`` τ at first;
@@ -282,7 +366,10 @@ class ModelExplorer:
     ``window.lessonsModels`` (default: from a hash of the weights); ``precision`` ``"auto"`` (float32,
     float16 above ``MAX_HTML_BYTES_FLOAT32``), ``"float32"`` or ``"float16"``; ``seed`` the sampler's seed;
     ``max_chars`` the longest text read at all (pasted text is cut to its last ``max_chars`` first);
-    ``layer`` (from 0, shown from 1) and ``head`` the head shown large at first; ``reference_text``: a text on
+    ``layer`` (from 0, shown from 1) and ``head`` (from 0, shown so) the head shown large at first;
+    ``answers``: for a model that answers a question at each position with its first ``len(answers)``
+    logits instead of predicting the next character (the trigger task of chapter 18), the names of those
+    answers: the bars show the softmax over them, and there is no "continue" button; ``reference_text``: a text on
     which :meth:`forward` (PyTorch) is run now and its numbers embedded in the HTML, in a
     ``<script type="application/json" class="lsx-reference">`` (``{"text", "tokens", "logits", "attention"}``,
     rounded to 1e-6), so that a test of the built site can compare the page's JavaScript with PyTorch's numbers
@@ -292,10 +379,11 @@ class ModelExplorer:
     Taught in the chapter "A language model and its heads".
     """
 
-    def __init__(self, model: LanguageModel | DecoderLM, tokenizer: CharTokenizer, *, text: str | None = None,
-                 max_len: int | None = None, top_k: int | None = None, temperature: float = 1.0, continue_chars: int = 40,
-                 alt: str | None = None, id: str | None = None, precision: str = "auto", seed: int = 0,
-                 max_chars: int | None = None, layer: int = 0, head: int = 0,
+    def __init__(self, model: LanguageModel | DecoderLM | MLADecoderLM, tokenizer: CharTokenizer, *,
+                 text: str | None = None, max_len: int | None = None, top_k: int | None = None,
+                 temperature: float = 1.0, continue_chars: int = 40, alt: str | None = None, id: str | None = None,
+                 precision: str = "auto", seed: int = 0, max_chars: int | None = None, layer: int = 0,
+                 head: int = 0, answers: tuple[str, ...] | list[str] | None = None,
                  reference_text: str | None = None) -> None:
         where = "ModelExplorer"
         if isinstance(model, LanguageModel):
@@ -304,8 +392,11 @@ class ModelExplorer:
         elif isinstance(model, DecoderLM):
             spec = _spec_decoder(model)
             vocab_size = model.config.vocab_size
+        elif isinstance(model, MLADecoderLM):
+            spec = _spec_mla(model)
+            vocab_size = model.config.vocab_size
         else:
-            raise ValueError(f"{where}: model must be a lessons_src.LanguageModel or lessons_src.DecoderLM, "
+            raise ValueError(f"{where}: model must be a lessons_src.LanguageModel, DecoderLM or MLADecoderLM, "
                              f"got {type(model).__name__}")
         if not isinstance(tokenizer, CharTokenizer):
             raise ValueError(f"{where}: tokenizer must be a lessons_src.CharTokenizer, got {type(tokenizer).__name__}")
@@ -317,6 +408,14 @@ class ModelExplorer:
         check.positive_int(max_len, "max_len", where)
         if max_len > model_max:
             raise ValueError(f"{where}: max_len={max_len} is longer than the model's max_len={model_max}")
+        if answers is not None:
+            if (not isinstance(answers, (tuple, list)) or not 2 <= len(answers) <= vocab_size
+                    or not all(isinstance(a, str) and a.strip() for a in answers)):
+                raise ValueError(f"{where}: answers must be None or 2 to {vocab_size} (the vocabulary) non-empty "
+                                 f"names, one per answer logit, got {answers!r}")
+            if top_k is not None and top_k != len(answers):
+                raise ValueError(f"{where}: top_k={top_k} with {len(answers)} answers; leave top_k out")
+            top_k = len(answers)
         top_k = min(10, vocab_size) if top_k is None else top_k
         check.positive_int(top_k, "top_k", where)
         if top_k > vocab_size:
@@ -350,9 +449,13 @@ class ModelExplorer:
         self.max_len, self.top_k, self.temperature = max_len, top_k, float(temperature)
         self.continue_chars, self.seed, self.max_chars = continue_chars, seed, max_chars
         self.layer, self.head = layer, head
+        self.answers = None if answers is None else tuple(answers)
         self.text = self._default_text() if text is None else text
-        self.alt = alt or (f"Type text: the model predicts the next character (the {top_k} likeliest as bars) and "
-                           "shows the attention of each of its heads over the characters typed.")
+        self.alt = alt or (
+            f"Type text: the model predicts the next character (the {top_k} likeliest as bars) and shows the "
+            "attention of each of its heads over the characters typed." if answers is None else
+            f"Type text: the model answers after each character ({', '.join(self.answers)}) and shows the "
+            "attention of each of its heads over the characters typed.")
         self.precision = precision
         self._payload = self._pack(precision)
         self.id = id or "m" + hashlib.sha1(self._payload[1].encode("ascii")).hexdigest()[:12]
@@ -371,13 +474,15 @@ class ModelExplorer:
 
     def prepare(self, text: str) -> Prepared:
         """What the model reads of ``text``, and the messages the page shows (same rules as the page):
-        first cut to the last ``max_chars`` characters, then characters outside the vocabulary skipped
-        (named), then the last ``max_len`` kept."""
+        characters outside the vocabulary skipped (named), then the last ``max_len`` kept. A text longer
+        than ``max_chars`` is first cut to its last ``max_chars`` characters (so that a pasted megabyte is
+        never scanned at each keystroke; the reader's text itself is never changed), and the messages say
+        so."""
         if not isinstance(text, str):
             raise ValueError(f"ModelExplorer.prepare: text must be a str, got {type(text).__name__}")
-        messages = []
-        if len(text) > self.max_chars:
-            messages.append(f"The text had {len(text):,} characters: only its last {self.max_chars:,} are read.")
+        messages, total = [], len(text)
+        huge = total > self.max_chars
+        if huge:
             text = text[-self.max_chars:]
         ids = self.tokenizer.ids
         unknown = list(dict.fromkeys(c for c in text if c not in ids))
@@ -385,13 +490,16 @@ class ModelExplorer:
             shown = ", ".join(describe_char(c) for c in unknown[:12])
             more = f" and {len(unknown) - 12} more" if len(unknown) > 12 else ""
             skipped = sum(c not in ids for c in text)
-            messages.append(f"Skipped {skipped} character{'s' * (skipped != 1)} the model does not know: {shown}{more}.")
+            where = f" in the last {self.max_chars:,}" if huge else ""
+            messages.append(f"Skipped {skipped} character{'s' * (skipped != 1)} the model does not know{where}: "
+                            f"{shown}{more}.")
             text = "".join(c for c in text if c in ids)
         if not text:
             messages.append("Type some text: the model predicts the character that follows it.")
-        elif len(text) > self.max_len:
+        elif len(text) > self.max_len or huge:
+            of = f"the {total:,} in the box" if huge else f"{len(text)}"
             messages.append(f"The model reads at most {self.max_len} characters (its max_len): it sees the last "
-                            f"{self.max_len} of {len(text)}.")
+                            f"{min(self.max_len, len(text))} of {of}.")
             text = text[-self.max_len:]
         return Prepared(text, messages)
 
@@ -400,7 +508,8 @@ class ModelExplorer:
     def forward(self, text: str, model: nn.Module | None = None) -> dict[str, Any]:
         """The torch model on ``text`` as the page reads it: ``{"tokens": [L ids], "logits": (L, |V|)
         float32 array, "attention": [layer][head] (L, L) arrays, "text": the characters read,
-        "messages": [...]}``. ``model``: another model of the same architecture (e.g. with rounded weights)."""
+        "messages": [...]}``, and with learned sinks ``"sinks"``: [layer][head] (L,) arrays, each query's
+        weight on its head's sink (one minus its row's sum). ``model``: another model of the same architecture (e.g. with rounded weights)."""
         model = self.model if model is None else model
         prepared = self.prepare(text)
         tokens = [self.tokenizer.ids[c] for c in prepared.text]
@@ -410,6 +519,8 @@ class ModelExplorer:
             result["logits"] = np.zeros((0, self.tokenizer.vocab_size), dtype=np.float32)
             result["attention"] = [[np.zeros((0, 0), dtype=np.float32)] * meta["num_heads"]
                                    for _ in range(meta["num_layers"])]
+            if meta.get("sinks"):
+                result["sinks"] = [[np.zeros(0)] * meta["num_heads"] for _ in range(meta["num_layers"])]
             return result
         device = next(model.parameters()).device
         x = torch.tensor(tokens, dtype=torch.long, device=device)[None]  # (1, L)
@@ -417,7 +528,8 @@ class ModelExplorer:
             logits, weights = model(x, return_weights=True)  # (1, L, |V|), one (1, H, L, L) per layer
         else:
             weights = []
-            hooks = [layer.self_attn.register_forward_hook(_decoder_attention_hook(weights)) for layer in model.layers]
+            make = _mla_attention_hook if isinstance(model, MLADecoderLM) else _decoder_attention_hook
+            hooks = [layer.self_attn.register_forward_hook(make(weights)) for layer in model.layers]
             try:
                 logits = model(x)  # (1, L, |V|)
             finally:
@@ -425,6 +537,8 @@ class ModelExplorer:
                     hook.remove()
         result["logits"] = logits[0].float().cpu().numpy()
         result["attention"] = [[w[0, h].float().cpu().numpy() for h in range(w.size(1))] for w in weights]
+        if meta.get("sinks"):  # the weight each query gives its head's learned sink: what the row lacks
+            result["sinks"] = [[1 - a.astype(np.float64).sum(-1) for a in layer] for layer in result["attention"]]
         return result
 
     def rounded_model(self) -> nn.Module:
@@ -484,7 +598,7 @@ class ModelExplorer:
         return {**self.spec.meta, "id": self.id, "chars": self.tokenizer.chars, "tensors": offsets,
                 "dtype": self._payload[0], "page_max_len": self.max_len, "top_k": self.top_k,
                 "temperature": self.temperature, "continue_chars": self.continue_chars, "seed": self.seed,
-                "max_chars": self.max_chars}
+                "max_chars": self.max_chars, "answers": self.answers}
 
     def to_html(self) -> str:
         """Self-contained HTML: the weights, the forward pass in plain JavaScript and the controls; no network."""
@@ -493,13 +607,31 @@ class ModelExplorer:
         config = config.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
         script = resources.files("lessons_src").joinpath("data/explorer.js").read_text(encoding="utf-8")
         meta = self.spec.meta
-        layers = "".join(f'<option value="{i}"{" selected" * (i == self.layer)}>{i + 1}</option>'
-                         for i in range(meta["num_layers"]))
+        windows = meta.get("windows") or [0] * meta["num_layers"]
+        layers = "".join(f'<option value="{i}"{" selected" * (i == self.layer)}>{i + 1}'
+                         f'{f" (sliding, window {w})" if w else ""}</option>'
+                         for i, w in enumerate(windows))
         heads = "".join(f'<option value="{h}"{" selected" * (h == self.head)}>{h}</option>'
                         for h in range(meta["num_heads"]))
         reference = ("" if self._reference is None else
                      f'<script type="application/json" class="lsx-reference">{self._reference}</script>')
         e = html.escape
+        symbols = ", ".join(f"{mark} {describe_char(c)}" for c, mark in _SHOWN.items() if c in self.tokenizer.ids)
+        symbols = f'<p class="lsx-note lsx-symbols">{e(symbols)}</p>' if symbols else ""
+        bars = (f"Next character: the {self.top_k} likeliest" if self.answers is None else
+                "The model's answer after the last character")
+        more = ("" if self.answers is not None else
+                f'<button type="button" class="lsx-continue">continue: sample {self.continue_chars} characters</button>')
+        notes = []
+        if any(windows):
+            notes.append("grey: masked (the future, and on a sliding layer the keys outside its window)")
+        else:
+            notes.append("grey: the future, masked")
+        if meta.get("sinks"):
+            notes.append("last column, after the gap: the weight the head gives its learned sink (no key, no value)")
+        plain = ('<p class="lsx-note">Latent attention: the weights of the plain form, the latent projected up to '
+                 "each head's keys; the absorbed decode gives the same weights.</p>"
+                 if meta["kind"] == "MLADecoderLM" else "")
         return (
             f'<div class="ls-explorer" id="{uid}" data-model-id="{e(self.id)}" role="group" '
             f'aria-labelledby="{uid}-title">'
@@ -516,18 +648,18 @@ class ModelExplorer:
             f'value="{self.temperature}"> <output class="lsx-temp-out">{self.temperature:.2f}</output></label>'
             f'<label>layer <select class="lsx-layer">{layers}</select></label>'
             f'<label>head <select class="lsx-head">{heads}</select></label>'
-            f'<button type="button" class="lsx-continue">continue: sample {self.continue_chars} characters</button>'
-            f"</div>"
+            f"{more}</div>"
             f'<div class="lsx-panels">'
-            f'<figure class="lsx-bars"><figcaption>Next character: the {self.top_k} likeliest</figcaption>'
-            f'<ol class="lsx-bar-list"></ol></figure>'
+            f'<figure class="lsx-bars"><figcaption>{bars}</figcaption>'
+            f'<ol class="lsx-bar-list"></ol>{symbols}</figure>'
             f'<figure class="lsx-heat"><figcaption class="lsx-heat-title">Attention</figcaption>'
             # tabindex: a box that scrolls sideways (on a phone) must scroll with the keyboard too (axe).
             f'<div class="lsx-scroll" tabindex="0" role="region" aria-label="attention weights, scrolls sideways">'
             f'<canvas class="lsx-big" role="img" aria-label="attention weights"></canvas>'
-            f'</div><p class="lsx-legend" aria-hidden="true">weight 0 <span class="lsx-ramp"></span> 1; grey: the '
-            f"future, masked</p></figure></div>"
-            f'<figure class="lsx-all"><figcaption>Every head (rows: layers; click one to enlarge it)</figcaption>'
+            f'</div><p class="lsx-legend" aria-hidden="true">weight 0 <span class="lsx-ramp"></span> 1</p>'
+            f'<p class="lsx-note">{"; ".join(notes)}.</p>{plain}</figure></div>'
+            f'<figure class="lsx-all"><figcaption>Every head (rows: layers, counted from 1; columns: heads, counted '
+            f"from 0 as in the chapters; click one to enlarge it)</figcaption>"
             f'<div class="lsx-scroll" tabindex="0" role="region" aria-label="every head, scrolls sideways">'
             f'<div class="lsx-grid"></div></div></figure>'
             f'<script type="application/json" class="lsx-config">{config}</script>'
@@ -558,12 +690,12 @@ class ModelExplorer:
         def draw(result: dict[str, Any], layer: int, head: int, temperature: float) -> bytes:
             L = len(result["tokens"])
             if L:
-                probs = torch.softmax(torch.from_numpy(result["logits"][-1]).double() / temperature, dim=-1)
-                top = probs.topk(self.top_k)
-                for bar, p in zip(bars, top.values.tolist()):
+                probs, names = self._bar_probabilities(result["logits"][-1], temperature)
+                for bar, p in zip(bars, probs):
                     bar.set_width(p)
-                ax_bars.set_yticklabels([describe_char(self.tokenizer.chars[i]).strip("'") for i in top.indices.tolist()])
-                ax_bars.set_title(f"next character (τ = {temperature:.2f})", fontsize=10)
+                ax_bars.set_yticklabels(names)
+                what = "next character" if self.answers is None else "answer"
+                ax_bars.set_title(f"{what} (τ = {temperature:.2f})", fontsize=10)
                 heat.set_data(result["attention"][layer][head])
                 heat.set_extent((-0.5, L - 0.5, L - 0.5, -0.5))
                 ax_heat.set_title(f"layer {layer + 1}, head {head}: {L} characters", fontsize=10)
@@ -579,6 +711,14 @@ class ModelExplorer:
             return _fast_png(np.asarray(fig.canvas.buffer_rgba()))
 
         return draw
+
+    def _bar_probabilities(self, logits: np.ndarray, temperature: float) -> tuple[list[float], list[str]]:
+        """The bars of the last position: the ``top_k`` likeliest characters, or every answer in order."""
+        logits = torch.from_numpy(np.asarray(logits)).double()
+        if self.answers is not None:
+            return (logits[: len(self.answers)] / temperature).softmax(dim=-1).tolist(), list(self.answers)
+        top = (logits / temperature).softmax(dim=-1).topk(self.top_k)
+        return top.values.tolist(), [describe_char(self.tokenizer.chars[i]).strip("'") for i in top.indices.tolist()]
 
     def widget(self):
         """The ipywidgets view: a text box, temperature, layer and head, a continue button, one image
@@ -616,7 +756,8 @@ class ModelExplorer:
             control.observe(redraw, names="value")
         button.on_click(sample)
         redraw()
-        box = w.VBox([text, w.HBox([temperature, layer, head, button]), message, image])
+        row = [temperature, layer, head] + ([button] if self.answers is None else [])
+        box = w.VBox([text, w.HBox(row), message, image])
         box.redraw, box.sample = redraw, sample  # for the tests
         box.controls = {"text": text, "temperature": temperature, "layer": layer, "head": head, "button": button,
                         "message": message, "image": image}
@@ -689,4 +830,5 @@ _CSS = (
     ".ls-explorer .lsx-ramp{display:inline-block;width:6em;height:.8em;background:linear-gradient(90deg,#440154,"
     "#3e4989,#26828e,#35b779,#fde725)}"
     ".ls-explorer .lsx-row-label{align-self:center;font-size:.85em;white-space:nowrap}"
+    ".ls-explorer .lsx-note{font-size:.8em;margin:.2em 0}"
 )

@@ -55,6 +55,18 @@ class CharTokenizer:
         self.chars = sorted(set(text))
         self.ids = {c: i for i, c in enumerate(self.chars)}
 
+    @classmethod
+    def from_chars(cls, chars: str) -> CharTokenizer:
+        """A tokenizer whose ids follow ``chars`` as given (id ``i`` is ``chars[i]``), not sorted: for a
+        model trained on ids that stand for characters of one's choosing (the trigger task of chapter 18)."""
+        if not isinstance(chars, str) or not chars or len(set(chars)) != len(chars):
+            raise ValueError(f"CharTokenizer.from_chars: chars must be a non-empty str of distinct characters, "
+                             f"got {chars!r}")
+        tokenizer = cls(chars)
+        tokenizer.chars = list(chars)
+        tokenizer.ids = {c: i for i, c in enumerate(chars)}
+        return tokenizer
+
     @property
     def vocab_size(self) -> int:
         return len(self.chars)

@@ -69,9 +69,11 @@ def build(path_output: Path | None = None, *extra: str, capture: bool = False,
 
 # -- reuse of the launch stage's executions ---------------------------------------------------------
 def package_hash(root: Path = ROOT) -> str:
-    """A hash of every file of the package in ``root``: an execution is reused only with the same package."""
+    """A hash of every file of the package in ``root`` (its data too: the explorer's JavaScript, the zoo, the
+    corpus; not the bytecode): an execution is reused only with the same package."""
     digest = hashlib.sha256()
-    for path in sorted((root / "lessons_src").rglob("*.py")):
+    for path in sorted(p for p in (root / "lessons_src").rglob("*")
+                       if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"):
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
@@ -140,7 +142,8 @@ def seed_execution_cache(cache_path: Path = CACHE, envs: tuple[str, ...] = SITE_
             continue
         found = ((env, read_launch_copy(env, page, package)) for env in envs)
         env, executed = next(((e, x) for e, x in found if x is not None), (None, None))
-        if executed is None:
+        if executed is None:  # the build executes the page, unless its cache holds an execution with this package
+            _drop_stale_execution(cache, page, package)
             continue
         bundle = CacheBundleIn(as_built(page, executed), str(ROOT / f"{page}.ipynb"),
                                data={"execution_seconds": executed.metadata["launch"]["seconds"],
@@ -148,6 +151,20 @@ def seed_execution_cache(cache_path: Path = CACHE, envs: tuple[str, ...] = SITE_
         cache.cache_notebook_bundle(bundle, check_validity=False, overwrite=True)
         seeded.append(page)
     return seeded
+
+
+def _drop_stale_execution(cache, page: str, package: str) -> None:
+    """Remove the cached execution of ``page`` if it was seeded from a launch copy that ran another package: the
+    cache matches notebooks by their code alone, so a change to the package (explorer.js included) would
+    otherwise leave the page's old outputs on the site. (An execution by the build itself carries no package
+    hash and is kept, as Jupyter Book keeps it.)"""
+    try:
+        record = cache.match_cache_notebook(nbformat.read(ROOT / f"{page}.ipynb", as_version=4))
+    except KeyError:
+        return
+    seeded_with = (record.data or {}).get("package_sha256")
+    if seeded_with is not None and seeded_with != package:
+        cache.remove_cache(record.pk)
 
 
 def main() -> int:

@@ -199,7 +199,8 @@ def _shift_explorer():
 
 
 def _cap_and_sink_explorer():
-    scores = torch.tensor([6.0, -2.0, 1.0, 9.0, 0.5])
+    # As many keys as chapter 18's query sees (17: two-digit labels) and scores as large (tens).
+    scores = 60.0 * torch.sin(1.7 * torch.arange(17.0))
     return todays_attention.cap_and_sink_explorer(scores, [math.inf, 5.0, 2.0], [-math.inf, 0.0, 3.0])
 
 

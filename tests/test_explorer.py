@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from lessons_src import CharTokenizer, DecoderConfig, DecoderLM, LanguageModel, ModelExplorer
+from lessons_src import CharTokenizer, DecoderConfig, DecoderLM, LanguageModel, MLAConfig, MLADecoderLM, ModelExplorer
 from lessons_src.explorer import describe_char
 
 TOKENIZER = CharTokenizer("abcdefghijklmnopqrstuvwxyz ,.T\n")
@@ -35,6 +35,30 @@ DECODER_SWITCHES = {
     "rms pre gelu none nobias": dict(norm="rms", placement="pre", ffn="gelu", positions="none", bias=False),
     "alibi 3 heads (not a power of 2) post gelu": dict(num_heads=3, d_model=24, positions="alibi", ffn="gelu"),
 }
+# Today's switches (chapter "Attention in today's open models"), each alone on a Llama-style base, then three
+# family-like combinations (the released models differ in sizes, and in parts the course does not build).
+LLAMA = dict(norm="rms", placement="pre", ffn="swiglu", positions="rope", rope_layout="half", bias=False)
+TODAYS_SWITCHES = {
+    "qk_norm": dict(qk_norm=True),
+    "norm_plus_one": dict(norm_plus_one=True),
+    "query_pre_attn_scalar": dict(query_pre_attn_scalar=24.0),
+    "attn_logit_softcapping": dict(attn_logit_softcapping=2.0),
+    "sinks": dict(sinks=True),
+    "sliding_window (every layer)": dict(sliding_window=5),
+    "sliding_window with layer_types": dict(sliding_window=5, layer_types=("sliding_attention", "full_attention")),
+    "attn_output_gate": dict(attn_output_gate=True),
+    "Gemma-like": dict(ffn="gelu", norm_plus_one=True, qk_norm=True, query_pre_attn_scalar=16.0,
+                       attn_logit_softcapping=3.0, sliding_window=6, num_kv_heads=2,
+                       layer_types=("sliding_attention", "full_attention")),
+    "gpt-oss-like": dict(bias=True, sinks=True, sliding_window=4, num_kv_heads=2,
+                         layer_types=("sliding_attention", "full_attention")),
+    "Qwen3-Next-like": dict(norm_plus_one=True, qk_norm=True, attn_output_gate=True, num_kv_heads=1),
+}
+MLA_CONFIGS = {
+    "MLADecoderLM": dict(kv_lora_rank=12, qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=8),
+    "MLADecoderLM query compressed": dict(kv_lora_rank=8, q_lora_rank=12, qk_nope_head_dim=4, qk_rope_head_dim=8,
+                                          v_head_dim=6, rope_base=500.0),
+}
 
 
 def scramble(model: nn.Module, seed: int, gain: float = 1.5) -> nn.Module:
@@ -46,7 +70,9 @@ def scramble(model: nn.Module, seed: int, gain: float = 1.5) -> nn.Module:
     with torch.no_grad():
         for name, p in model.named_parameters():
             noise = torch.randn(p.shape, generator=g)
-            if p.dim() == 1 and name.endswith("weight"):  # a norm's gain
+            if name.endswith("sinks"):  # a learned sink's logit per head: from negligible to most of the weight
+                p.copy_(2 * noise)
+            elif p.dim() == 1 and name.endswith("weight"):  # a norm's gain (Gemma's: times 1 + weight)
                 p.copy_(1 + 0.3 * noise)
             elif p.dim() == 1:  # a bias
                 p.copy_(0.2 * noise)
@@ -69,6 +95,12 @@ def make_models(seed: int = 0) -> dict[str, nn.Module]:
     for name, switches in DECODER_SWITCHES.items():
         config = dict(vocab_size=V, d_model=32, num_heads=4, num_layers=2, max_len=MAX_LEN) | switches
         models[f"DecoderLM {name}"] = DecoderLM(DecoderConfig(**config))
+    for name, switches in TODAYS_SWITCHES.items():
+        config = dict(vocab_size=V, d_model=32, num_heads=4, num_layers=2, max_len=MAX_LEN) | LLAMA | switches
+        models[f"DecoderLM {name}"] = DecoderLM(DecoderConfig(**config))
+    for name, sizes in MLA_CONFIGS.items():
+        models[name] = MLADecoderLM(MLAConfig(vocab_size=V, d_model=32, num_heads=4, num_layers=2, max_len=MAX_LEN,
+                                              **sizes))
     return {name: scramble(m, seed + i, gain=1.0 if "attention-only" in name else 1.5)
             for i, (name, m) in enumerate(models.items())}
 
@@ -95,7 +127,7 @@ def lm(models):
 
 
 def test_refuses_what_it_cannot_run(lm):
-    with pytest.raises(ValueError, match="model must be a lessons_src.LanguageModel or lessons_src.DecoderLM, "
+    with pytest.raises(ValueError, match="model must be a lessons_src.LanguageModel, DecoderLM or MLADecoderLM, "
                                          "got Linear"):
         ModelExplorer(nn.Linear(3, 3), TOKENIZER)
     with pytest.raises(ValueError, match="tokenizer must be a lessons_src.CharTokenizer, got str"):
@@ -156,10 +188,18 @@ def test_an_unsupported_switch_is_named():
     model.config = NewConfig(vocab_size=TOKENIZER.vocab_size, max_len=8, chunk_size=4)
     with pytest.raises(ValueError, match=r"switch\(es\) \['chunk_size'\] are not supported"):
         ModelExplorer(model, TOKENIZER)
-    # Today's switches (chapter "Attention in today's open models") are known by name, refused when on.
-    model = DecoderLM(DecoderConfig(vocab_size=TOKENIZER.vocab_size, max_len=8, norm="rms", qk_norm=True))
-    with pytest.raises(ValueError, match=r"DecoderConfig qk_norm=True is not supported.*False"):
-        ModelExplorer(model, TOKENIZER)
+    # The same rule for latent attention: a new MLAConfig field left at its default runs, set it is named.
+
+    @dataclasses.dataclass(frozen=True)
+    class NewMLAConfig(MLAConfig):
+        rope_interleave: bool = True
+
+    mla = MLADecoderLM(MLAConfig(vocab_size=TOKENIZER.vocab_size, max_len=8))
+    mla.config = NewMLAConfig(vocab_size=TOKENIZER.vocab_size, max_len=8)
+    ModelExplorer(mla, TOKENIZER)
+    mla.config = NewMLAConfig(vocab_size=TOKENIZER.vocab_size, max_len=8, rope_interleave=False)
+    with pytest.raises(ValueError, match=r"MLAConfig field\(s\) \['rope_interleave'\] are not supported"):
+        ModelExplorer(mla, TOKENIZER)
 
 
 def test_an_unsupported_activation_is_named(lm):
@@ -191,9 +231,13 @@ def test_prepare_says_what_it_does_with_empty_long_and_huge_text(lm):
     assert long.text == ("abcdefghij" * 3)[-MAX_LEN:]
     assert long.messages == [f"The model reads at most {MAX_LEN} characters (its max_len): it sees the last "
                              f"{MAX_LEN} of 30."]
-    huge = explorer.prepare("a" * 2_000_000 + "xyz")
-    assert huge.messages[0] == "The text had 2,000,003 characters: only its last 100 are read."
+    huge = explorer.prepare("a" * 2_000_000 + "xyz")  # cut to its last 100 before it is scanned; said so
+    assert huge.messages == [f"The model reads at most {MAX_LEN} characters (its max_len): it sees the last {MAX_LEN} "
+                             "of the 2,000,003 in the box."]
     assert huge.text.endswith("xyz") and len(huge.text) == MAX_LEN
+    assert explorer.prepare("é" * 2_000_000 + "xyz").messages == [
+        "Skipped 97 characters the model does not know in the last 100: 'é'.",
+        "The model reads at most 24 characters (its max_len): it sees the last 3 of the 2,000,003 in the box."]
 
 
 # -- the export and the Python forward ---------------------------------------------------------------------------
@@ -251,7 +295,8 @@ def test_python_forward_is_the_models_own(models, name):
     weights = np.array(result["attention"])  # (layers, H, L, L)
     heads = model.config.num_heads if isinstance(model, DecoderLM) else 4
     assert weights.shape == (2, heads, MAX_LEN, MAX_LEN)
-    np.testing.assert_allclose(weights.sum(-1), 1, atol=1e-5)
+    sinks = np.array(result["sinks"]) if "sinks" in result else 0  # (layers, H, L): a learned sink's share
+    np.testing.assert_allclose(weights.sum(-1) + sinks, 1, atol=1e-5)
     assert np.all(np.triu(weights, k=1) == 0), "a query must not see the future"
     if isinstance(model, LanguageModel):
         with torch.no_grad():
@@ -262,9 +307,37 @@ def test_python_forward_is_the_models_own(models, name):
 def test_decoder_weights_are_checked_against_the_modules_output(models, monkeypatch):
     explorer = ModelExplorer(models["DecoderLM layer pre relu alibi"], TOKENIZER)
     explorer.forward("the cat")
-    monkeypatch.setattr("lessons_src.explorer.alibi_slopes", lambda h: torch.ones(h))  # the hook's maths, wrong
-    with pytest.raises(RuntimeError, match="do not give its output"):
+
+    def uniform(self, x):  # every key, the future too, weighted alike
+        return torch.full((x.size(0), self.config.num_heads, x.size(1), x.size(1)), 1 / x.size(1))
+
+    monkeypatch.setattr("lessons_src.llm.Attention.attention_weights", uniform)  # weights that are not the module's
+    with pytest.raises(RuntimeError, match="from the DecoderLM's Attention do not give its output"):
         explorer.forward("the cat")
+    mla = ModelExplorer(models["MLADecoderLM"], TOKENIZER)
+    mla.forward("the cat")
+    monkeypatch.setattr("lessons_src.explorer.apply_rope", lambda x, *args, **kwargs: x)  # the hook's maths, wrong
+    with pytest.raises(RuntimeError, match="from the MultiHeadLatentAttention do not give its output"):
+        mla.forward("the cat")
+
+
+def test_sinks_sliding_windows_and_answers_in_the_python_forward(models):
+    sinks = ModelExplorer(models["DecoderLM gpt-oss-like"], TOKENIZER).forward(TYPED)
+    weights, shares = np.array(sinks["attention"]), np.array(sinks["sinks"])  # (2, H, L, L), (2, H, L)
+    np.testing.assert_allclose(weights.sum(-1) + shares, 1, atol=1e-5)
+    assert shares.min() > 1e-4 and shares.max() > 0.5, "the scrambled sinks take from a little to most of a row"
+    i, j = np.indices((MAX_LEN, MAX_LEN))
+    assert np.all(weights[0][:, j <= i - 4] == 0), "layer 1 slides: query i sees keys i - 4 < j <= i only"
+    assert np.all(weights[1][:, (j <= i - 4) & (j <= i)] > 0), "layer 2 is global"
+    assert "sinks" not in ModelExplorer(models["LanguageModel"], TOKENIZER).forward(TYPED)
+    with pytest.raises(ValueError, match="answers must be None or 2 to 31"):
+        ModelExplorer(models["LanguageModel"], TOKENIZER, answers=("yes",))
+    with pytest.raises(ValueError, match="top_k=5 with 2 answers"):
+        ModelExplorer(models["LanguageModel"], TOKENIZER, answers=("no", "yes"), top_k=5)
+    answering = ModelExplorer(models["LanguageModel"], TOKENIZER, answers=("no", "yes"))
+    assert answering.top_k == 2 and 'class="lsx-continue"' not in answering.to_html()
+    probabilities, names = answering._bar_probabilities(np.array([1.0, 2.0, 9.0]), 1.0)
+    assert names == ["no", "yes"] and np.allclose(probabilities, torch.tensor([1.0, 2.0]).softmax(0).tolist())
 
 
 def test_empty_text_gives_empty_arrays_not_an_error(lm):
@@ -281,6 +354,21 @@ def test_the_first_head_shown_can_be_chosen(lm):
     assert '<option value="1" selected>2</option>' in html and '<option value="3" selected>3</option>' in html
     box = ModelExplorer(lm, TOKENIZER, layer=1, head=3).widget()
     assert (box.controls["layer"].value, box.controls["head"].value) == (1, 3)
+
+
+def test_the_page_explains_its_marks_and_its_numbering(models, lm):
+    """The bars draw space, newline and tab as marks: the page says which is which (for the characters the
+    vocabulary has); the small multiples say how layers and heads are counted; a sliding layer is named so."""
+    html = ModelExplorer(lm, TOKENIZER).to_html()
+    assert '<p class="lsx-note lsx-symbols">\u2423 space, \u21b5 newline</p>' in html  # no tab in TOKENIZER
+    assert "lsx-symbols" not in ModelExplorer(lm.eval(), CharTokenizer("".join(TOKENIZER.chars).replace(" ", "_")
+                                                                        .replace("\n", "~"))).to_html()
+    assert "rows: layers, counted from 1; columns: heads, counted from 0" in html
+    sliding = ModelExplorer(models["DecoderLM sliding_window with layer_types"], TOKENIZER).to_html()
+    assert '<option value="0" selected>1 (sliding, window 5)</option><option value="1">2</option>' in sliding
+    assert "keys outside its window" in sliding and "keys outside its window" not in html
+    mla = ModelExplorer(models["MLADecoderLM"], TOKENIZER).to_html()
+    assert "the weights of the plain form" in mla and "the weights of the plain form" not in html
 
 
 def test_html_is_self_contained(lm):
@@ -340,7 +428,8 @@ def test_widget_redraws_from_the_python_model(lm):
 
 def write_page(path, explorers, width_note=""):
     """A page shaped like the site's (a main column) holding the explorers' HTML."""
-    body = "".join(f"<section><h2>{name}</h2>{e.to_html()}</section>" for name, e in explorers.items())
+    body = "".join(f"<section><h2>{' '.join(map(str, name)) if isinstance(name, tuple) else name}</h2>{e.to_html()}"
+                   "</section>" for name, e in explorers.items())
     path.write_text(f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>explorers</title>'
                     f'<meta name="viewport" content="width=device-width, initial-scale=1"></head>'
                     f'<body style="margin:0"><main style="max-width:60rem;margin:0 auto;padding:0 1rem">'
@@ -348,12 +437,20 @@ def write_page(path, explorers, width_note=""):
     return path
 
 
+SEEDS = (0, 1)
+
+
 @pytest.fixture(scope="module")
 def explorers(models):
-    made = {name: ModelExplorer(model, TOKENIZER, id=f"m{i}", text="the ca")
-            for i, (name, model) in enumerate(models.items())}
-    made["LanguageModel float16"] = ModelExplorer(models["LanguageModel"], TOKENIZER, id="mhalf", text="the ca",
-                                                  precision="float16")
+    """Every kind and switch set at two seeds (the key: (name, seed)), a float16 export, and a model that answers."""
+    made = {}
+    for seed in SEEDS:
+        for i, (name, model) in enumerate((models if seed == 0 else make_models(seed)).items()):
+            made[name, seed] = ModelExplorer(model, TOKENIZER, id=f"s{seed}m{i}", text="the ca")
+    made["LanguageModel float16", 0] = ModelExplorer(models["LanguageModel"], TOKENIZER, id="mhalf", text="the ca",
+                                                     precision="float16")
+    made["answers", 0] = ModelExplorer(models["DecoderLM sinks"], TOKENIZER, id="manswers", text="the ca",
+                                       answers=("no trigger yet", "trigger seen"))
     return made
 
 
@@ -387,15 +484,24 @@ JS_FORWARD = """([id, text]) => {
     const r = window.lessonsModels[id].forward(text);
     return {tokens: Array.from(r.tokens), text: r.text, messages: r.messages,
             logits: r.logits.map(row => Array.from(row)),
-            attention: r.attention.map(layer => layer.map(head => head.map(row => Array.from(row))))};
+            attention: r.attention.map(layer => layer.map(head => head.map(row => Array.from(row)))),
+            sinks: r.sinks || null};
 }"""
 
 
+def max_sink_difference(ours: dict, theirs: dict) -> float:
+    """Largest difference of a learned sink's share (0 for models without sinks, which must give none)."""
+    assert (ours["sinks"] is None) == ("sinks" not in theirs)
+    if ours["sinks"] is None:
+        return 0.0
+    return float(np.abs(np.asarray(ours["sinks"], dtype=np.float64) - np.array(theirs["sinks"])).max(initial=0.0))
+
+
 @pytest.mark.site
-@pytest.mark.parametrize("name", [*make_models(), "LanguageModel float16"])
-def test_js_forward_equals_pytorch_on_typed_text(loaded, explorers, name):
+@pytest.mark.parametrize("name, seed", [*((n, s) for s in SEEDS for n in make_models()), ("LanguageModel float16", 0)])
+def test_js_forward_equals_pytorch_on_typed_text(loaded, explorers, name, seed):
     page, problems = loaded
-    explorer = explorers[name]
+    explorer = explorers[name, seed]
     box = page.locator(f"#lsx-{explorer.id} textarea")
     box.click()
     page.keyboard.press("End")
@@ -408,12 +514,16 @@ def test_js_forward_equals_pytorch_on_typed_text(loaded, explorers, name):
     assert ours["tokens"] == theirs["tokens"] and ours["text"] == theirs["text"]
     assert ours["messages"] == theirs["messages"]  # the same words as the Python side
     logits, attention = max_differences(ours, theirs)
-    print(f"{name}: JavaScript vs PyTorch, largest difference: logits {logits:.1e}, attention {attention:.1e}")
-    assert logits < 1e-4 and attention < 1e-4, f"{name}: logits {logits:.2e}, attention {attention:.2e}"
+    sinks = max_sink_difference(ours, theirs)
+    print(f"{name}, seed {seed}: JavaScript vs PyTorch, largest difference: logits {logits:.1e}, attention "
+          f"{attention:.1e}, sinks {sinks:.1e}")
+    assert logits < 1e-4 and attention < 1e-4 and sinks < 1e-4, (
+        f"{name}: logits {logits:.2e}, attention {attention:.2e}, sinks {sinks:.2e}")
     for text in ("t", "the cat sat"):  # short texts too, and the one-character edge
-        logits, attention = max_differences(page.evaluate(JS_FORWARD, [explorer.id, text]),
-                                            explorer.forward(text, model))
-        assert logits < 1e-4 and attention < 1e-4, f"{name} on {text!r}: {logits:.2e}, {attention:.2e}"
+        short_ours, short_theirs = page.evaluate(JS_FORWARD, [explorer.id, text]), explorer.forward(text, model)
+        logits, attention = max_differences(short_ours, short_theirs)
+        sinks = max_sink_difference(short_ours, short_theirs)
+        assert max(logits, attention, sinks) < 1e-4, f"{name} on {text!r}: {logits:.2e}, {attention:.2e}, {sinks:.2e}"
     assert problems == []
 
 
@@ -430,7 +540,7 @@ def _figure_state(page, uid):
 @pytest.mark.site
 def test_typing_changes_the_figure_and_the_controls_work(loaded, explorers):
     page, problems = loaded
-    uid = f"lsx-{explorers['LanguageModel'].id}"
+    uid = f"lsx-{explorers['LanguageModel', 0].id}"
     box = page.locator(f"#{uid} textarea")
     box.click()
     page.keyboard.press("Control+End")
@@ -439,7 +549,7 @@ def test_typing_changes_the_figure_and_the_controls_work(loaded, explorers):
     after = _figure_state(page, uid)
     assert after["big"] != before["big"] and after["small"] != before["small"] and after["bars"] != before["bars"]
     assert int(after["redraws"]) == int(before["redraws"]) + 1
-    top = explorers["LanguageModel"].forward(box.input_value())
+    top = explorers["LanguageModel", 0].forward(box.input_value())
     likeliest = TOKENIZER.chars[int(np.argmax(top["logits"][-1]))]
     assert after["bars"].split("\n")[0].strip().startswith({" ": "\u2423", "\n": "\u21b5"}.get(likeliest, likeliest))
     # the temperature slider changes the bars, the head selector and the small multiples the large heatmap
@@ -463,7 +573,7 @@ def test_typing_changes_the_figure_and_the_controls_work(loaded, explorers):
 @pytest.mark.site
 def test_bad_input_shows_a_message_never_an_error(loaded, explorers):
     page, problems = loaded
-    explorer = explorers["DecoderLM rms pre swiglu rope interleaved gqa1 nobias"]
+    explorer = explorers["DecoderLM rms pre swiglu rope interleaved gqa1 nobias", 0]
     uid = f"lsx-{explorer.id}"
     box = page.locator(f"#{uid} textarea")
     box.click()
@@ -485,11 +595,49 @@ def test_bad_input_shows_a_message_never_an_error(loaded, explorers):
     page.evaluate("""uid => { const box = document.querySelector('#' + uid + ' textarea');
         box.value = 'abc '.repeat(500000); box.dispatchEvent(new Event('input')); }""", uid)  # a pasted 2 MB
     state = _figure_state(page, uid)
-    assert state["message"].startswith("The text had 2,000,000 characters: only its last 4,096 are read.")
-    assert len(box.input_value()) == 4096 and state["state"] == "ok"
-    page.keyboard.type("x")  # typing goes on in the cut text, which stays at max_chars
-    assert _figure_state(page, uid)["message"].startswith("The text had 4,097 characters: only its last 4,096 are read.")
-    assert box.input_value().endswith("abc x")
+    assert state["message"] == (f"The model reads at most {MAX_LEN} characters (its max_len): it sees the last "
+                                f"{MAX_LEN} of the 2,000,000 in the box.")
+    assert len(box.input_value()) == 2_000_000 and state["state"] == "ok", "the reader's text is never cut"
+    box.press("End")
+    page.keyboard.type("x")  # typing goes on at the end of the whole text
+    assert _figure_state(page, uid)["message"].endswith("of the 2,000,001 in the box.")
+    assert len(box.input_value()) == 2_000_001 and box.input_value().endswith("abc x")
+    assert problems == []
+
+
+@pytest.mark.site
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_large_map_shows_its_newest_column(browser, page_file, explorers, width):
+    """The map of a long text is wider than its box on a phone: the box keeps the newest keys (the right edge,
+    where the last query's weights are) in view as the reader types, rather than the first ones."""
+    context, page, problems = open_page(browser, page_file, viewport={"width": width, "height": 900})
+    try:
+        uid = f"lsx-{explorers['LanguageModel', 0].id}"
+        box = page.locator(f"#{uid} textarea")
+        box.fill("")
+        box.click()
+        page.keyboard.type(TYPED[:MAX_LEN])
+        shown = page.evaluate("""uid => { const s = document.querySelector('#' + uid + ' .lsx-big').parentNode;
+            return {left: s.scrollLeft, width: s.clientWidth, full: s.scrollWidth}; }""", uid)
+        assert shown["left"] + shown["width"] >= shown["full"] - 1, f"the newest column is out of view: {shown}"
+        assert problems == []
+    finally:
+        context.close()
+
+
+@pytest.mark.site
+def test_a_model_that_answers_shows_its_answers_and_a_sink_column(loaded, explorers):
+    page, problems = loaded
+    explorer = explorers["answers", 0]
+    uid = f"lsx-{explorer.id}"
+    bars = page.evaluate(f"[...document.querySelectorAll('#{uid} .lsx-bar-list li')].map(li => li.ariaLabel)")
+    p = torch.tensor(explorer.forward("the ca")["logits"][-1][:2]).double().softmax(0)
+    assert bars == [f"no trigger yet {100 * p[0]:.1f}%", f"trigger seen {100 * p[1]:.1f}%"], bars
+    assert page.locator(f"#{uid} button.lsx-continue").count() == 0
+    assert "learned sink" in page.locator(f"#{uid} .lsx-heat-title").inner_text()
+    label = page.locator(f"#{uid} canvas.lsx-big").get_attribute("aria-label")
+    share = explorer.forward("the ca")["sinks"][0][0][-1]
+    assert f"gives the learned sink {share:.2f}" in label, label
     assert problems == []
 
 

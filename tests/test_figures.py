@@ -194,6 +194,36 @@ def test_blitting_draws_what_a_full_redraw_draws(chapter_figure):
     figure.render()
 
 
+def _crowded_tick_labels(fig) -> list[str]:
+    """Pairs of one axis's tick labels, as drawn, closer than a space (0.3 em): "10111213" reads as one number."""
+    renderer = fig.canvas.get_renderer()
+    crowded = []
+    for number, ax in enumerate(fig.axes):
+        for axis, coordinate in ((ax.xaxis, 0), (ax.yaxis, 1)):
+            low, high = sorted(axis.get_view_interval())
+            labels = [label for label in axis.get_ticklabels() if label.get_visible() and label.get_text().strip()
+                      and low <= label.get_position()[coordinate] <= high]
+            for a, b in itertools.combinations(labels, 2):
+                half_space = 0.15 * max(a.get_fontsize(), b.get_fontsize()) * fig.dpi / 72
+                box_a, box_b = (label.get_window_extent(renderer).padded(half_space) for label in (a, b))
+                if box_a.overlaps(box_b):
+                    crowded.append(f"axes {number} {axis.axis_name}: {a.get_text()!r} and {b.get_text()!r}")
+    return crowded
+
+
+def test_tick_labels_stay_apart(chapter_figure):
+    """Each tick label is a space or more from the next once drawn, at the first and the last slider values."""
+    name, _, figure = chapter_figure
+    grid = list(itertools.product(*(s.values for s in figure.sliders)))
+    for combo in (grid[0], grid[-1]):
+        values = dict(zip([s.name for s in figure.sliders], combo))
+        figure.render(**values)
+        figure.fig.canvas.draw()
+        crowded = _crowded_tick_labels(figure.fig)
+        assert not crowded, f"lessons_src/figures/{name}.py at {values}: tick labels run together: {crowded}"
+    figure.render()
+
+
 # -- the pure functions, by value ---------------------------------------------------------------
 def test_query_vector_and_attend_2d():
     torch.testing.assert_close(attention_from_scratch.query_vector(90.0, 2.0), torch.tensor([0.0, 2.0]))

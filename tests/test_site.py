@@ -6,6 +6,7 @@ import functools
 import html as html_lib
 import http.server
 import json
+import math
 import os
 import re
 import threading
@@ -308,26 +309,140 @@ def test_a_phone_never_scrolls_the_page_sideways(server, browser, page_path):
             .filter(e => !e.closest('div.highlight, div.cell_output, div.output, mjx-container, table, .ls-interactive'))
             .slice(0, 5).map(e => e.tagName + '.' + e.className + ': ' + (e.innerText || '').slice(0, 60))""")
         assert overflow <= 0, f"{page_path}: the page is {overflow} px wider than a 390 px phone: {culprits}"
+        unopenable = [f for f in _figures_on_a_phone(page) if f["scale"] < LEGIBLE_SCALE and not f["button"]]
+        assert not unopenable, f"{page_path}: figures shrunk below {LEGIBLE_SCALE} that nothing opens: {unopenable}"
         if page_path in EXPLORER_PAGES:
-            model = page.locator(".ls-explorer")
-            model_id = model.get_attribute("data-model-id")
-            longest = page.evaluate(f"window.lessonsModels[{model_id!r}].max_len")
-            text = "".join(c for c in page.evaluate(f"window.lessonsModels[{model_id!r}].chars") if c != "\n")
-            model.locator("textarea").fill((text * longest)[:longest])
+            explorers = page.locator(".ls-explorer")
+            for n in range(explorers.count()):
+                model = explorers.nth(n)
+                model_id = model.get_attribute("data-model-id")
+                longest = page.evaluate(f"window.lessonsModels[{model_id!r}].max_len")
+                text = "".join(c for c in page.evaluate(f"window.lessonsModels[{model_id!r}].chars") if c != "\n")
+                model.locator("textarea").fill((text * longest)[:longest])
+                overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+                assert overflow <= 0, f"{page_path}: with explorer {model_id} full, the page is {overflow} px too wide"
+                assert _newest_column_shown(model), f"{page_path}: explorer {model_id} hides its newest column"
+    finally:
+        context.close()
+
+
+#: A figure shown at under this share of its natural width (labels of about 7 px and less) must open full size.
+LEGIBLE_SCALE = 0.75
+FIGURE_IMAGES = "div.cell_output img, .ls-interactive img"  # what book/_static/course-figures.js looks after
+FIGURES_ON_A_PHONE = """selector => [...document.querySelectorAll(selector)].map((img, i) => {
+    const button = img.nextElementSibling && img.nextElementSibling.matches('button.ls-enlarge')
+        ? img.nextElementSibling : null;
+    return {index: i, natural: img.naturalWidth, scale: img.getBoundingClientRect().width / img.naturalWidth,
+            button: !!button && button.offsetParent !== null, src: img.getAttribute('src').slice(0, 60)};
+})"""
+
+
+def _figures_on_a_phone(page):
+    """Each figure (a cell's output image, a slider figure's frame): its natural width, the share of it shown,
+    and whether the button that opens it full size (book/_static/course-figures.js) is shown under it."""
+    return page.evaluate(FIGURES_ON_A_PHONE, FIGURE_IMAGES)
+
+
+def test_a_phone_opens_each_figure_full_size(server, browser):
+    """At 390 px a figure scaled below LEGIBLE_SCALE of its width has a button under it; Enter on it opens the
+    figure at its natural width (or wider) in a dialog that scrolls inside itself, Escape closes it and gives the
+    focus back, and the page never scrolls sideways. The page, dialog open and closed, passes the axe audit.
+    On a chapter with both kinds of figure: cell output images and a slider figure."""
+    from axe import audit
+
+    page_path = "book/11_rotary_embeddings"
+    context = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True)
+    try:
+        page = context.new_page()
+        page.goto(f"{server}/{page_path}.html", wait_until="networkidle")
+        figures = _figures_on_a_phone(page)
+        kinds = page.evaluate("() => [document.querySelectorAll('div.cell_output img').length, "
+                              "document.querySelectorAll('.ls-interactive img').length]")
+        assert kinds[0] >= 1 and kinds[1] >= 1, f"{page_path}: expected output images and a slider figure, {kinds}"
+        opened = []
+        for figure in figures:
+            if figure["scale"] >= LEGIBLE_SCALE:
+                continue
+            assert figure["button"], (f"{page_path}: figure {figure['index']} ({figure['src']}) is shown at "
+                                      f"{figure['scale']:.2f} of its width with nothing that opens it full size")
+            img, name = page.locator(FIGURE_IMAGES).nth(figure["index"]), f"{page_path}: figure {figure['index']}"
+            button = img.locator("xpath=following-sibling::button[1]")
+            button.focus()
+            page.keyboard.press("Enter")
+            dialog = page.locator("dialog.ls-figure-dialog[open]")
+            dialog.wait_for(state="visible", timeout=5000)
+            full = dialog.locator("img")
+            shown = full.evaluate("i => ({width: i.getBoundingClientRect().width, src: i.src})")
+            assert shown["src"] == img.evaluate("i => i.src"), f"{name}: another image opened"
+            assert shown["width"] >= figure["natural"], (
+                f"{name} opened at {shown['width']:.0f} px, under its natural {figure['natural']} px")
             overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
-            assert overflow <= 0, f"{page_path}: with the explorer full, the page is {overflow} px wider than a phone"
+            assert overflow <= 0, f"{name}: open, the page scrolls sideways by {overflow} px"
+            if not opened:  # the audit once with a figure open
+                violations = audit(page, "html")
+                assert violations == [], f"{name} open at full size:\n" + "\n".join(violations)
+            opened.append(figure["index"])
+            page.keyboard.press("Escape")
+            assert page.locator("dialog.ls-figure-dialog[open]").count() == 0, f"{name}: Escape did not close it"
+            assert button.evaluate("b => b === document.activeElement"), f"{name}: the focus did not come back"
+        assert opened, f"{page_path}: no figure is shrunk at 390 px, nothing was opened: {figures}"
+        violations = audit(page, "html")
+        assert violations == [], f"{page_path} at 390 px:\n" + "\n".join(violations)
+    finally:
+        context.close()
+
+
+# -- search ----------------------------------------------------------------------------------------------------
+
+SEARCH_RESULTS = """() => [...document.querySelectorAll('#search-results ul.search > li')].map(li => ({
+    href: li.querySelector('a').getAttribute('href'), score: li.querySelector('a').dataset.score,
+    snippet: li.querySelector('p.context') ? li.querySelector('p.context').textContent : null}))"""
+ARTICLE_TEXT = """async href => {
+    const page = new DOMParser().parseFromString(await (await fetch(href)).text(), 'text/html');
+    page.querySelectorAll('.headerlink, script, style').forEach(e => e.remove());
+    return page.querySelector('main article').textContent.replace(/\\s+/g, ' ');
+}"""
+
+
+def test_search_ranks_the_chapter_first_and_quotes_its_text(server, browser):
+    """Searching "rotary" lists the rotary chapter first, and every result's snippet quotes its page's article
+    around the word, not the launch and repository buttons above it ("...Binder", "...Repository"):
+    book/_ext/course_search.js."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        page = context.new_page()
+        problems = []
+        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+        page.goto(f"{server}/search.html?q=rotary", wait_until="networkidle")
+        page.wait_for_function("() => /found \\d+ page/.test(document.querySelector('#search-results').innerText)",
+                               timeout=15000)
+        page.wait_for_function("() => [...document.querySelectorAll('#search-results ul.search > li')]"
+                               ".every(li => li.querySelector('p.context'))", timeout=15000)
+        results = page.evaluate(SEARCH_RESULTS)
+        ranking = [(r["href"], r["score"]) for r in results]
+        assert results and results[0]["href"] == "book/11_rotary_embeddings.html", (
+            f"the rotary chapter is not the first result for 'rotary': {ranking}")
+        for result in results:
+            snippet = result["snippet"]
+            assert "rotar" in snippet.lower(), f"{result['href']}: the snippet does not quote the word: {snippet!r}"
+            quoted = snippet.strip().removeprefix("...").removesuffix("...")
+            article = page.evaluate(ARTICLE_TEXT, result["href"])
+            assert quoted in article, f"{result['href']}: the snippet is not the page's text: {snippet!r}"
+        assert not problems, problems
     finally:
         context.close()
 
 
 # -- the model explorer: the trained model, in the reader's browser ---------------------------------------------
 
-EXPLORER_PAGES = ["book/14_language_model", "book/15_induction_heads", "book/16_modern_block"]
+EXPLORER_PAGES = ["book/14_language_model", "book/15_induction_heads", "book/16_modern_block",
+                  "book/17_latent_attention", "book/18_todays_attention"]
 JS_FORWARD = """([id, text]) => {
     const r = window.lessonsModels[id].forward(text);
     return {tokens: Array.from(r.tokens), text: r.text,
             logits: r.logits.map(row => Array.from(row)),
-            attention: r.attention.map(layer => layer.map(head => head.map(row => Array.from(row))))};
+            attention: r.attention.map(layer => layer.map(head => head.map(row => Array.from(row)))),
+            sinks: r.sinks || null};
 }"""
 EXPLORER_STATE = """root => ({big: root.querySelector('canvas.lsx-big').toDataURL(),
     small: [...root.querySelectorAll('.lsx-grid canvas')].map(c => c.toDataURL()).join('|'),
@@ -349,8 +464,19 @@ def _check_explorer(page, page_path):
     page's JavaScript forward equals PyTorch's numbers, computed by the notebook on a fixed text and embedded
     by ``ModelExplorer(reference_text=...)``, to 1e-4 in the logits and every head's weights. Printed: the
     largest differences (``-s``). (At 390 px, with the box full: test_a_phone_never_scrolls_the_page_sideways.)"""
-    explorer = page.locator(".ls-explorer")
-    assert explorer.count() == 1, f"{page_path}: expected one model explorer, found {explorer.count()}"
+    explorers = page.locator(".ls-explorer")
+    assert explorers.count() >= 1, f"{page_path}: expected a model explorer, found none"
+    for n in range(explorers.count()):
+        _check_one_explorer(page, page_path, explorers.nth(n))
+
+
+def _newest_column_shown(explorer):
+    """Whether the large map's box shows its right edge: the newest key, where the last query's weights are."""
+    return explorer.evaluate("""root => { const s = root.querySelector('.lsx-big').parentNode;
+        return s.scrollLeft + s.clientWidth >= s.scrollWidth - 1; }""")
+
+
+def _check_one_explorer(page, page_path, explorer):
     model_id = explorer.get_attribute("data-model-id")
     assert explorer.locator("script.lsx-reference").count() == 1, (
         f"{page_path}: the explorer embeds no PyTorch reference (ModelExplorer(..., reference_text=...))")
@@ -358,6 +484,10 @@ def _check_explorer(page, page_path):
     ours = page.evaluate(JS_FORWARD, [model_id, reference["text"]])
     assert ours["tokens"] == reference["tokens"] and ours["text"] == reference["text"]
     logits, attention = _largest_differences(ours, reference)
+    if ours["sinks"] is not None:  # a learned sink's share is what each row of weights lacks
+        sinks = max(abs(s + sum(row) - 1) for layer_s, layer_w in zip(ours["sinks"], reference["attention"])
+                    for head_s, head_w in zip(layer_s, layer_w) for s, row in zip(head_s, head_w))
+        assert sinks < 1e-4, f"{page_path}: the sinks' shares and PyTorch's rows differ by {sinks:.2e}"
     heads = sum(len(layer) for layer in reference["attention"])
     print(f"{page_path}: JavaScript on the built page vs the notebook's PyTorch, {len(reference['tokens'])} "
           f"characters, {heads} heads: logits {logits:.1e}, attention {attention:.1e}")
@@ -372,8 +502,17 @@ def _check_explorer(page, page_path):
     page.keyboard.type(typed * 3)  # three keystrokes, each a forward pass and a redraw
     after = explorer.evaluate(EXPLORER_STATE)
     assert after["redraws"] == before["redraws"] + 3, f"{page_path}: {after['redraws'] - before['redraws']} redraws"
-    for part in ("big", "small", "bars"):
+    answers = page.evaluate(f"window.lessonsModels[{model_id!r}].answers")
+    for part in ("big", "small") if answers else ("big", "small", "bars"):
         assert after[part] != before[part], f"{page_path}: typing left the {part} figure unchanged"
+    if answers:  # a model that answers: its bars are its answers at the last position, in order (they may not move)
+        last = page.evaluate(f"window.lessonsModels[{model_id!r}].forward({box.input_value()!r}).logits.at(-1)")
+        top = max(last[: len(answers)])
+        p = [math.exp(v - top) for v in last[: len(answers)]]
+        expected = [f"{name} {100 * q / sum(p):.1f}%" for name, q in zip(answers, p)]
+        shown = explorer.evaluate("root => [...root.querySelectorAll('.lsx-bar-list li')].map(li => li.ariaLabel)")
+        assert shown == expected, f"{page_path}: the answer bars read {shown}, the model gives {expected}"
+    assert _newest_column_shown(explorer), f"{page_path}: explorer {model_id} hides its newest column"
 
 
 def test_the_explorer_pages_are_the_pages_with_an_explorer(site):

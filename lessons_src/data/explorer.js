@@ -5,6 +5,10 @@
 var cfg = JSON.parse(root.querySelector(".lsx-config").textContent);
 var D = cfg.d_model, H = cfg.num_heads, HKV = cfg.kv_heads, DK = cfg.head_dim, NL = cfg.num_layers;
 var CHARS = cfg.chars, V = CHARS.length, MAXLEN = cfg.page_max_len, GROUP = H / HKV;
+// Today's switches (DecoderConfig) and latent attention (MLADecoderLM); absent in older configs: off.
+var MLA = cfg.kind === "MLADecoderLM", WINDOWS = cfg.windows || [], SCALE = cfg.scale || 1 / Math.sqrt(DK);
+var SOFTCAP = cfg.softcap || 0, SINKS = !!cfg.sinks, GATE = !!cfg.gate, QKNORM = !!cfg.qk_norm;
+var PLUS1 = !!cfg.norm_plus_one, ANSWERS = cfg.answers || null;
 
 // -- the weights: base64 -> little-endian float32 or float16 -> Float32Array views by name ----------------------
 var W = (function () {
@@ -29,7 +33,7 @@ var IDS = {};
 CHARS.forEach(function (c, i) { IDS[c] = i; });
 
 // -- fixed tables: sinusoidal positions and rotary angles (float64, rounded to float32 as torch does) -----------
-var SIN_POS = null, ROPE_COS = null, ROPE_SIN = null;
+var SIN_POS = null, ROPE = null;
 if (cfg.positions === "sinusoidal") {
   SIN_POS = new Float32Array(cfg.max_len * D);
   for (var p = 0; p < cfg.max_len; p++) {
@@ -40,18 +44,20 @@ if (cfg.positions === "sinusoidal") {
     }
   }
 }
-if (cfg.positions === "rope") {
-  var HALF = DK / 2;
-  ROPE_COS = new Float32Array(cfg.max_len * HALF);
-  ROPE_SIN = new Float32Array(cfg.max_len * HALF);
+function ropeTable(dim, interleaved) {  // cos and sin of i * base^(-2p/dim), pairs p < dim / 2, as rope_frequencies
+  var half = dim / 2, t = {cos: new Float32Array(cfg.max_len * half), sin: new Float32Array(cfg.max_len * half),
+                           dim: dim, half: half, interleaved: interleaved};
   for (var pos = 0; pos < cfg.max_len; pos++) {
-    for (var pr = 0; pr < HALF; pr++) {
-      var theta = Math.pow(cfg.rope_base, -(2 * pr) / DK);
-      ROPE_COS[pos * HALF + pr] = Math.cos(pos * theta);
-      ROPE_SIN[pos * HALF + pr] = Math.sin(pos * theta);
+    for (var pr = 0; pr < half; pr++) {
+      var theta = Math.pow(cfg.rope_base, -(2 * pr) / dim);
+      t.cos[pos * half + pr] = Math.cos(pos * theta);
+      t.sin[pos * half + pr] = Math.sin(pos * theta);
     }
   }
+  return t;
 }
+if (cfg.positions === "rope") ROPE = ropeTable(DK, cfg.rope_layout !== "half");
+if (MLA) ROPE = ropeTable(cfg.qk_rope_head_dim, true);  // the decoupled rotary part: interleaved pairs
 
 // -- the maths, row-major Float64Arrays (L rows) ---------------------------------------------------------------
 function linear(x, L, nIn, w, b, nOut) {  // y = x W^T + b, W stored (nOut, nIn) as nn.Linear keeps it
@@ -80,19 +86,22 @@ function linear(x, L, nIn, w, b, nOut) {  // y = x W^T + b, W stored (nOut, nIn)
   }
   return y;
 }
-function norm(x, L, kind, eps, w, b) {  // LayerNorm (biased variance) or RMSNorm, over each row of D
-  var y = new Float64Array(L * D);
-  for (var i = 0; i < L; i++) {
-    var o = i * D, mean = 0, sq = 0, k;
+function rowNorm(x, rows, n, kind, eps, w, b, plusOne) {  // LayerNorm (biased variance) or RMSNorm over rows of n
+  var y = new Float64Array(rows * n);
+  for (var i = 0; i < rows; i++) {
+    var o = i * n, mean = 0, sq = 0, k;
     if (kind === "layer") {
-      for (k = 0; k < D; k++) mean += x[o + k];
-      mean /= D;
+      for (k = 0; k < n; k++) mean += x[o + k];
+      mean /= n;
     }
-    for (k = 0; k < D; k++) { var c = x[o + k] - mean; sq += c * c; }
-    var scale = 1 / Math.sqrt(sq / D + eps);
-    for (k = 0; k < D; k++) y[o + k] = (x[o + k] - mean) * scale * w[k] + (b ? b[k] : 0);
+    for (k = 0; k < n; k++) { var c = x[o + k] - mean; sq += c * c; }
+    var scale = 1 / Math.sqrt(sq / n + eps);
+    for (k = 0; k < n; k++) y[o + k] = (x[o + k] - mean) * scale * (plusOne ? 1 + w[k] : w[k]) + (b ? b[k] : 0);
   }
   return y;
+}
+function norm(x, L, kind, eps, w, b) {  // a block's norm over each row of D (Gemma's RMSNorm: times 1 + weight)
+  return rowNorm(x, L, D, kind, eps, w, b, PLUS1 && kind === "rms");
 }
 function erf(x) {  // Numerical Recipes' erfc (Chebyshev fit, fractional error < 1.2e-7): JavaScript has no Math.erf
   var z = Math.abs(x), t = 1 / (1 + 0.5 * z);
@@ -100,49 +109,102 @@ function erf(x) {  // Numerical Recipes' erfc (Chebyshev fit, fractional error <
     t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
   return x >= 0 ? 1 - r : r - 1;
 }
-function rope(x, L, heads) {  // rotate each head's pairs in place: interleaved (2p, 2p+1) or half (p, p + d_k/2)
-  var half = DK / 2, interleaved = cfg.rope_layout !== "half";
+function rope(x, L, heads, stride, offset) {  // rotate, in place, the ROPE.dim features at offset of each head's
+  // stride: interleaved pairs (2p, 2p+1) or halves (p, p + dim/2)
+  var half = ROPE.half, interleaved = ROPE.interleaved;
   for (var i = 0; i < L; i++) {
     for (var h = 0; h < heads; h++) {
-      var o = (i * heads + h) * DK;
+      var o = (i * heads + h) * stride + offset;
       for (var p = 0; p < half; p++) {
         var a = interleaved ? o + 2 * p : o + p, b = interleaved ? a + 1 : a + half;
-        var c = ROPE_COS[i * half + p], s = ROPE_SIN[i * half + p], x0 = x[a], x1 = x[b];
+        var c = ROPE.cos[i * half + p], s = ROPE.sin[i * half + p], x0 = x[a], x1 = x[b];
         x[a] = x0 * c - x1 * s;
         x[b] = x0 * s + x1 * c;
       }
     }
   }
 }
-function attention(x, L, l, att) {  // causal self-attention of layer l; fills att[h] (L x L); returns (L, D)
-  var pre = "l" + l + ".";
-  var q = linear(x, L, D, W[pre + "wq"], W[pre + "bq"], H * DK);  // (L, H, d_k)
+function softmaxRows(L, l, h, score, w, share, onRow) {  // one head: score(i, j) -> the weights w (L x L)
+  // Causal, the layer's sliding window (query i sees i - window < j <= i), and the head's learned sink, a logit
+  // in the denominator only (its share goes to share[i]). onRow(i, j, p) gets each weight as it is made.
+  var window = WINDOWS[l] || 0, sink = SINKS ? W["l" + l + ".sinks"][h] : -Infinity, row = new Float64Array(L);
+  for (var i = 0; i < L; i++) {
+    var lo = window ? Math.max(0, i - window + 1) : 0, best = sink, j;
+    for (j = lo; j <= i; j++) {
+      var s = score(i, j);
+      row[j] = s;
+      if (s > best) best = s;
+    }
+    var rest = SINKS ? Math.exp(sink - best) : 0, total = rest;
+    for (j = lo; j <= i; j++) { row[j] = Math.exp(row[j] - best); total += row[j]; }
+    if (share) share[i] = rest / total;
+    for (j = lo; j <= i; j++) { var p = row[j] / total; w[i * L + j] = p; onRow(i, j, p); }
+  }
+}
+function attention(x, L, l, att, shares) {  // causal self-attention of layer l; fills att[h] (L x L); returns (L, D)
+  if (MLA) return latentAttention(x, L, l, att);
+  var pre = "l" + l + ".", qd = H * DK;
+  var q = linear(x, L, D, W[pre + "wq"], W[pre + "bq"], GATE ? 2 * qd : qd);  // (L, H, d_k) or (L, H, 2 d_k)
   var k = linear(x, L, D, W[pre + "wk"], W[pre + "bk"], HKV * DK);  // (L, H_kv, d_k)
   var v = linear(x, L, D, W[pre + "wv"], W[pre + "bv"], HKV * DK);  // (L, H_kv, d_k)
-  if (cfg.positions === "rope") { rope(q, L, H); rope(k, L, HKV); }
-  var out = new Float64Array(L * H * DK), scale = 1 / Math.sqrt(DK), row = new Float64Array(L);
-  for (var h = 0; h < H; h++) {
-    var g = Math.floor(h / GROUP), slope = cfg.positions === "alibi" ? cfg.alibi_slopes[h] : 0, w = att[h];
-    for (var i = 0; i < L; i++) {
-      var qo = (i * H + h) * DK, best = -Infinity, j, d;
-      for (j = 0; j <= i; j++) {
-        var ko = (j * HKV + g) * DK, s = 0;
-        for (d = 0; d < DK; d++) s += q[qo + d] * k[ko + d];
-        s = s * scale - slope * (i - j);
-        row[j] = s;
-        if (s > best) best = s;
-      }
-      var total = 0;
-      for (j = 0; j <= i; j++) { row[j] = Math.exp(row[j] - best); total += row[j]; }
-      var oo = (i * H + h) * DK;
-      for (j = 0; j <= i; j++) {
-        var p = row[j] / total, vo = (j * HKV + g) * DK;
-        w[i * L + j] = p;
-        for (d = 0; d < DK; d++) out[oo + d] += p * v[vo + d];
-      }
+  var gate = null, i, h, d;
+  if (GATE) {  // q_proj gives each head [query | gate]
+    var both = q;
+    q = new Float64Array(L * qd); gate = new Float64Array(L * qd);
+    for (i = 0; i < L * H; i++) {
+      for (d = 0; d < DK; d++) { q[i * DK + d] = both[i * 2 * DK + d]; gate[i * DK + d] = both[i * 2 * DK + DK + d]; }
     }
   }
-  return linear(out, L, H * DK, W[pre + "wo"], W[pre + "bo"], D);
+  if (QKNORM) {  // one RMSNorm of d_k on each head's query and key, before the rotation
+    q = rowNorm(q, L * H, DK, "rms", cfg.eps, W[pre + "qnw"], null, PLUS1);
+    k = rowNorm(k, L * HKV, DK, "rms", cfg.eps, W[pre + "knw"], null, PLUS1);
+  }
+  if (cfg.positions === "rope") { rope(q, L, H, DK, 0); rope(k, L, HKV, DK, 0); }
+  var out = new Float64Array(L * qd);
+  for (h = 0; h < H; h++) {
+    var g = Math.floor(h / GROUP), slope = cfg.positions === "alibi" ? cfg.alibi_slopes[h] : 0;
+    softmaxRows(L, l, h, function (i, j) {
+      var qo = (i * H + h) * DK, ko = (j * HKV + g) * DK, s = 0;
+      for (var d2 = 0; d2 < DK; d2++) s += q[qo + d2] * k[ko + d2];
+      s *= SCALE;
+      if (SOFTCAP) s = SOFTCAP * Math.tanh(s / SOFTCAP);
+      return s - slope * (i - j);
+    }, att[h], shares ? shares[h] : null, function (i, j, p) {
+      var oo = (i * H + h) * DK, vo = (j * HKV + g) * DK;
+      for (var d2 = 0; d2 < DK; d2++) out[oo + d2] += p * v[vo + d2];
+    });
+  }
+  if (GATE) for (i = 0; i < L * qd; i++) out[i] *= 1 / (1 + Math.exp(-gate[i]));
+  return linear(out, L, qd, W[pre + "wo"], W[pre + "bo"], D);
+}
+function latentAttention(x, L, l, att) {  // multi-head latent attention, the plain form (keys projected up)
+  var pre = "l" + l + ".", dn = cfg.qk_nope_head_dim, dr = cfg.qk_rope_head_dim, dv = cfg.v_head_dim;
+  var dc = cfg.kv_lora_rank, dq = cfg.q_lora_rank, dqk = dn + dr, i, d;
+  var q = dq ? linear(rowNorm(linear(x, L, D, W[pre + "wqa"], null, dq), L, dq, "rms", cfg.latent_eps, W[pre + "qan"],
+                              null, false), L, dq, W[pre + "wqb"], null, H * dqk)
+             : linear(x, L, D, W[pre + "wq"], null, H * dqk);  // (L, H, d_k + d_R)
+  var both = linear(x, L, D, W[pre + "wkva"], null, dc + dr);  // (L, d_c + d_R): [latent | rotary key]
+  var latent = new Float64Array(L * dc), rk = new Float64Array(L * dr);
+  for (i = 0; i < L; i++) {
+    for (d = 0; d < dc; d++) latent[i * dc + d] = both[i * (dc + dr) + d];
+    for (d = 0; d < dr; d++) rk[i * dr + d] = both[i * (dc + dr) + dc + d];
+  }
+  latent = rowNorm(latent, L, dc, "rms", cfg.latent_eps, W[pre + "kvan"], null, false);  // the rotary key: not normed
+  rope(q, L, H, dqk, dn); rope(rk, L, 1, dr, 0);  // each head's rotary part, and the one shared rotary key
+  var kv = linear(latent, L, dc, W[pre + "wkvb"], null, H * (dn + dv));  // (L, H, d_k + d_v): keys and values
+  var out = new Float64Array(L * H * dv);
+  for (var h = 0; h < H; h++) {
+    softmaxRows(L, l, h, function (i2, j) {
+      var qo = (i2 * H + h) * dqk, ko = (j * H + h) * (dn + dv), ro = j * dr, s = 0, d2;
+      for (d2 = 0; d2 < dn; d2++) s += q[qo + d2] * kv[ko + d2];
+      for (d2 = 0; d2 < dr; d2++) s += q[qo + dn + d2] * rk[ro + d2];
+      return s * SCALE;
+    }, att[h], null, function (i2, j, p) {
+      var oo = (i2 * H + h) * dv, vo = (j * H + h) * (dn + dv) + dn;
+      for (var d2 = 0; d2 < dv; d2++) out[oo + d2] += p * kv[vo + d2];
+    });
+  }
+  return linear(out, L, H * dv, W[pre + "wo"], null, D);
 }
 function mlp(x, L, l) {
   var pre = "l" + l + ".", up = linear(x, L, D, W[pre + "wup"], W[pre + "bup"], W[pre + "wup"].length / D);
@@ -168,13 +230,12 @@ function describe(c) {
 }
 function count(n) { return n.toLocaleString("en-US"); }
 function prepare(text) {
-  var messages = [];
+  var messages = [], total = 0, huge = false;
   if (typeof text !== "string") text = text == null ? "" : String(text);
-  if (text.length > cfg.max_chars) {  // cut first: a pasted megabyte is never scanned character by character
-    var cut = Array.from(text.slice(-2 * cfg.max_chars)).slice(-cfg.max_chars);
-    messages.push("The text had " + count(Array.from(text).length) + " characters: only its last " +
-      count(cfg.max_chars) + " are read.");
-    text = cut.join("");
+  if (text.length > cfg.max_chars) {  // cut first: a pasted megabyte is never scanned at each keystroke
+    total = Array.from(text).length;
+    huge = total > cfg.max_chars;
+    if (huge) text = Array.from(text.slice(-2 * cfg.max_chars)).slice(-cfg.max_chars).join("");
   }
   var chars = Array.from(text), kept = [], unknown = [], seen = {}, skipped = 0;
   chars.forEach(function (c) {
@@ -182,13 +243,14 @@ function prepare(text) {
     else { skipped++; if (!seen[c]) { seen[c] = true; unknown.push(c); } }
   });
   if (unknown.length) {
-    messages.push("Skipped " + skipped + " character" + (skipped !== 1 ? "s" : "") + " the model does not know: " +
+    messages.push("Skipped " + skipped + " character" + (skipped !== 1 ? "s" : "") + " the model does not know" +
+      (huge ? " in the last " + count(cfg.max_chars) : "") + ": " +
       unknown.slice(0, 12).map(describe).join(", ") + (unknown.length > 12 ? " and " + (unknown.length - 12) + " more" : "") + ".");
   }
   if (!kept.length) messages.push("Type some text: the model predicts the character that follows it.");
-  else if (kept.length > MAXLEN) {
-    messages.push("The model reads at most " + MAXLEN + " characters (its max_len): it sees the last " + MAXLEN +
-      " of " + kept.length + ".");
+  else if (kept.length > MAXLEN || huge) {
+    messages.push("The model reads at most " + MAXLEN + " characters (its max_len): it sees the last " +
+      Math.min(MAXLEN, kept.length) + " of " + (huge ? "the " + count(total) + " in the box" : kept.length) + ".");
     kept = kept.slice(-MAXLEN);
   }
   return {text: kept.join(""), chars: kept, messages: messages};
@@ -204,23 +266,24 @@ function run(tokens) {
       x[i * D + k] = W.embed[e + k] + pe;
     }
   }
-  var att = [];
+  var att = [], sinks = SINKS ? [] : null;
   for (l = 0; l < NL; l++) {
     att.push([]);
     for (h = 0; h < H; h++) att[l].push(new Float64Array(L * L));
-    var pre = "l" + l + ".";
+    if (sinks) { sinks.push([]); for (h = 0; h < H; h++) sinks[l].push(new Float64Array(L)); }
+    var pre = "l" + l + ".", shares = sinks ? sinks[l] : null;
     if (cfg.placement === "none") {  // attention-only: x + attention(x)
-      add(x, attention(x, L, l, att[l]));
+      add(x, attention(x, L, l, att[l], shares));
     } else if (cfg.placement === "pre") {
-      add(x, attention(norm(x, L, cfg.norm, cfg.eps, W[pre + "n1w"], W[pre + "n1b"]), L, l, att[l]));
+      add(x, attention(norm(x, L, cfg.norm, cfg.eps, W[pre + "n1w"], W[pre + "n1b"]), L, l, att[l], shares));
       add(x, mlp(norm(x, L, cfg.norm, cfg.eps, W[pre + "n2w"], W[pre + "n2b"]), L, l));
     } else {
-      x = norm(add(x, attention(x, L, l, att[l])), L, cfg.norm, cfg.eps, W[pre + "n1w"], W[pre + "n1b"]);
+      x = norm(add(x, attention(x, L, l, att[l], shares)), L, cfg.norm, cfg.eps, W[pre + "n1w"], W[pre + "n1b"]);
       x = norm(add(x, mlp(x, L, l)), L, cfg.norm, cfg.eps, W[pre + "n2w"], W[pre + "n2b"]);
     }
   }
   if (cfg.final_norm) x = norm(x, L, cfg.final_norm_kind, cfg.final_eps, W.fnw, W.fnb);
-  return {logits: linear(x, L, D, W.head, W.head_b, V), att: att, L: L};
+  return {logits: linear(x, L, D, W.head, W.head_b, V), att: att, sinks: sinks, L: L};
 }
 function forward(text) {
   var prepared = prepare(text), tokens = prepared.chars.map(function (c) { return IDS[c]; });
@@ -233,11 +296,13 @@ function forward(text) {
       return rows;
     }));
   });
-  return {tokens: tokens, logits: logits, attention: attention, text: prepared.text, messages: prepared.messages,
-          flat: r};
+  var result = {tokens: tokens, logits: logits, attention: attention, text: prepared.text,
+                messages: prepared.messages, flat: r};
+  if (r.sinks) result.sinks = r.sinks.map(function (heads) { return heads.map(function (s) { return Array.from(s); }); });
+  return result;
 }
 window.lessonsModels = window.lessonsModels || {};
-window.lessonsModels[cfg.id] = {forward: forward, prepare: prepare, chars: CHARS, max_len: MAXLEN};
+window.lessonsModels[cfg.id] = {forward: forward, prepare: prepare, chars: CHARS, max_len: MAXLEN, answers: ANSWERS};
 
 // -- the page ----------------------------------------------------------------------------------------------------
 var box = root.querySelector(".lsx-text"), msg = root.querySelector(".lsx-msg");
@@ -245,7 +310,7 @@ var temp = root.querySelector(".lsx-temp"), tempOut = root.querySelector(".lsx-t
 var layerSel = root.querySelector(".lsx-layer"), headSel = root.querySelector(".lsx-head");
 var bars = root.querySelector(".lsx-bar-list"), big = root.querySelector(".lsx-big");
 var heatTitle = root.querySelector(".lsx-heat-title"), grid = root.querySelector(".lsx-grid");
-var more = root.querySelector(".lsx-continue");
+var more = root.querySelector(".lsx-continue"), bigBox = big.parentNode;
 var last = null, redraws = 0, rngState = (cfg.seed >>> 0) || 1;
 
 function random() {  // mulberry32: a seeded sampler, so a page samples the same continuation each visit
@@ -262,12 +327,13 @@ for (var li = 0; li < 256; li++) {
   var pos2 = li / 255 * (STOPS.length - 1), lo = Math.min(Math.floor(pos2), STOPS.length - 2), fr = pos2 - lo;
   for (var ch = 0; ch < 3; ch++) LUT[li * 3 + ch] = Math.round(STOPS[lo][ch] * (1 - fr) + STOPS[lo + 1][ch] * fr);
 }
-function image(w, L) {  // the L x L weights as an ImageData; the masked future (j > i) light grey
+function image(w, L, window) {  // the L x L weights as an ImageData; masked keys light grey: the future (j > i)
+  // and, on a sliding layer, the keys outside the window (j <= i - window)
   var img = new ImageData(L, L), d = img.data;
   for (var i = 0; i < L; i++) {
     for (var j = 0; j < L; j++) {
       var o = 4 * (i * L + j);
-      if (j > i) { d[o] = d[o + 1] = d[o + 2] = 236; } else {
+      if (j > i || (window && j <= i - window)) { d[o] = d[o + 1] = d[o + 2] = 236; } else {
         var c = Math.max(0, Math.min(255, Math.round(w[i * L + j] * 255))) * 3;
         d[o] = LUT[c]; d[o + 1] = LUT[c + 1]; d[o + 2] = LUT[c + 2];
       }
@@ -285,9 +351,11 @@ function resize(canvas, w, h, dpr, css) {  // only when the size changes: a resi
     if (css) { canvas.style.width = w + "px"; canvas.style.height = h + "px"; }
   }
 }
+function layerName(l) { return "layer " + (l + 1) + (WINDOWS[l] ? " (sliding, window " + WINDOWS[l] + ")" : ""); }
 function drawBig() {
   var l = +layerSel.value, h = +headSel.value, ctx = big.getContext("2d"), dpr = window.devicePixelRatio || 1;
-  heatTitle.textContent = "Attention of layer " + (l + 1) + ", head " + h + " (row: the query i, column: the key j)";
+  heatTitle.textContent = "Attention of " + layerName(l) + ", head " + h + " (row: the query i, column: the key j" +
+    (SINKS ? "; last column: the learned sink" : "") + ")";
   var L = last ? last.flat.L : 0;
   if (!L) {
     resize(big, 280, 60, dpr, true);
@@ -297,39 +365,51 @@ function drawBig() {
     big.setAttribute("aria-label", "No attention to show: there is no text the model knows.");
     return;
   }
-  var cell = Math.max(10, Math.min(28, Math.floor(448 / L))), m = 14, size = m + L * cell;
-  resize(big, size, size, dpr, true);
+  var cell = Math.max(10, Math.min(28, Math.floor(448 / L))), m = 14, gap = SINKS ? 6 : 0;
+  var width = m + L * cell + (SINKS ? gap + cell : 0), height = m + L * cell;
+  resize(big, width, height, dpr, true);
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-  ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, size, size);
-  var w = last.flat.att[l][h];
+  ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, width, height);
+  var w = last.flat.att[l][h], i;
   resize(scratch, L, L, 1);
-  scratch.getContext("2d").putImageData(image(w, L), 0, 0);
+  scratch.getContext("2d").putImageData(image(w, L, WINDOWS[l] || 0), 0, 0);
   ctx.imageSmoothingEnabled = false;
   ctx.drawImage(scratch, m, m, L * cell, L * cell);
+  var sinkShare = SINKS ? last.flat.sinks[l][h] : null;
+  if (sinkShare) {  // the sink's column: each query's weight on no key at all
+    for (i = 0; i < L; i++) {
+      var c = Math.max(0, Math.min(255, Math.round(sinkShare[i] * 255))) * 3;
+      ctx.fillStyle = "rgb(" + LUT[c] + "," + LUT[c + 1] + "," + LUT[c + 2] + ")";
+      ctx.fillRect(m + L * cell + gap, m + i * cell, cell, cell);
+    }
+  }
   ctx.fillStyle = "#222"; ctx.font = Math.min(cell, 13) + "px monospace"; ctx.textAlign = "center"; ctx.textBaseline = "middle";
   var chars = last.prepared;
-  for (var i = 0; i < L; i++) {
+  for (i = 0; i < L; i++) {
     ctx.fillText(shown(chars[i]), m + (i + 0.5) * cell, m / 2);
     ctx.fillText(shown(chars[i]), m / 2, m + (i + 0.5) * cell);
   }
+  if (sinkShare) ctx.fillText("\u2205", m + L * cell + gap + cell / 2, m / 2);  // the sink: no key
   var top = 0;
   for (var j = 1; j < L; j++) if (w[(L - 1) * L + j] > w[(L - 1) * L + top]) top = j;
-  big.setAttribute("aria-label", "Attention weights of layer " + (l + 1) + ", head " + h + " over " + L +
+  big.setAttribute("aria-label", "Attention weights of " + layerName(l) + ", head " + h + " over " + L +
     " characters. The last character, " + describe(chars[L - 1]) + ", attends most to " + describe(chars[top]) +
-    " at position " + top + " (weight " + w[(L - 1) * L + top].toFixed(2) + ").");
+    " at position " + top + " (weight " + w[(L - 1) * L + top].toFixed(2) + ")" +
+    (sinkShare ? " and gives the learned sink " + sinkShare[L - 1].toFixed(2) : "") + ".");
   big.dataset.cell = cell; big.dataset.margin = m;
+  bigBox.scrollLeft = bigBox.scrollWidth;  // the newest column, the last query's keys, stays in view
 }
 var cells = [];
 function buildGrid() {
   grid.style.gridTemplateColumns = "auto repeat(" + H + ", auto)";
   for (var l = 0; l < NL; l++) {
     var label = document.createElement("span");
-    label.className = "lsx-row-label"; label.textContent = "layer " + (l + 1);
+    label.className = "lsx-row-label"; label.textContent = layerName(l);
     grid.appendChild(label);
     for (var h = 0; h < H; h++) {
       var b = document.createElement("button"), c = document.createElement("canvas");
-      b.type = "button"; b.setAttribute("aria-label", "show layer " + (l + 1) + ", head " + h + " large");
-      b.dataset.layer = l; b.dataset.head = h; b.title = "layer " + (l + 1) + ", head " + h;
+      b.type = "button"; b.setAttribute("aria-label", "show " + layerName(l) + ", head " + h + " large");
+      b.dataset.layer = l; b.dataset.head = h; b.title = layerName(l) + ", head " + h;
       c.setAttribute("aria-hidden", "true"); c.style.width = "72px"; c.style.height = "72px";
       c.style.imageRendering = "pixelated";
       b.appendChild(c); grid.appendChild(b); cells.push({button: b, canvas: c, l: l, h: h});
@@ -350,7 +430,7 @@ function drawGrid() {
     var ctx = c.canvas.getContext("2d");
     if (!L) { resize(c.canvas, 1, 1, 1); ctx.fillStyle = "#ececec"; ctx.fillRect(0, 0, 1, 1); return; }
     resize(c.canvas, L, L, 1);
-    ctx.putImageData(image(last.flat.att[c.l][c.h], L), 0, 0);
+    ctx.putImageData(image(last.flat.att[c.l][c.h], L, WINDOWS[c.l] || 0), 0, 0);
   });
   markPressed();
 }
@@ -363,11 +443,11 @@ for (var bi = 0; bi < cfg.top_k; bi++) {
   track.appendChild(fill); row.appendChild(lab); row.appendChild(track); row.appendChild(pct); bars.appendChild(row);
   barRows.push({row: row, label: lab, fill: fill, pct: pct});
 }
-function probabilities(logits, tau) {  // softmax(logits / tau) over the vocabulary
-  var p = new Float64Array(V), best = -Infinity, total = 0, i;
-  for (i = 0; i < V; i++) { p[i] = logits[i] / tau; if (p[i] > best) best = p[i]; }
-  for (i = 0; i < V; i++) { p[i] = Math.exp(p[i] - best); total += p[i]; }
-  for (i = 0; i < V; i++) p[i] /= total;
+function probabilities(logits, tau, n) {  // softmax(logits / tau) over the first n logits
+  var p = new Float64Array(n), best = -Infinity, total = 0, i;
+  for (i = 0; i < n; i++) { p[i] = logits[i] / tau; if (p[i] > best) best = p[i]; }
+  for (i = 0; i < n; i++) { p[i] = Math.exp(p[i] - best); total += p[i]; }
+  for (i = 0; i < n; i++) p[i] /= total;
   return p;
 }
 function topK(p, k) {
@@ -387,26 +467,28 @@ function drawBars() {
     });
     return;
   }
-  var p = probabilities(last.flat.logits.subarray((L - 1) * V, L * V), tau);
+  var logits = last.flat.logits.subarray((L - 1) * V, L * V);
+  if (ANSWERS) {  // a model that answers: every answer, in order, softmax over the answers' logits only
+    var pa = probabilities(logits.subarray(0, ANSWERS.length), tau, ANSWERS.length);
+    ANSWERS.forEach(function (name, i) {
+      var b = barRows[i], text = (100 * pa[i]).toFixed(1) + "%";
+      b.label.textContent = name; b.fill.style.width = (100 * pa[i]).toFixed(2) + "%"; b.pct.textContent = text;
+      b.row.setAttribute("aria-label", name + " " + text);
+    });
+    return;
+  }
+  var p = probabilities(logits, tau, V);
   topK(p, cfg.top_k).forEach(function (t, i) {
     var b = barRows[i], text = (100 * p[t]).toFixed(1) + "%";
     b.label.textContent = shown(CHARS[t]); b.fill.style.width = (100 * p[t]).toFixed(2) + "%"; b.pct.textContent = text;
     b.row.setAttribute("aria-label", describe(CHARS[t]) + " " + text);
   });
 }
-function update() {
-  if (box.value.length > cfg.max_chars) {  // a pasted megabyte: keep only the tail in the box (typing stays fast)
-    var note = prepare(box.value).messages[0];
-    box.value = Array.from(box.value.slice(-2 * cfg.max_chars)).slice(-cfg.max_chars).join("");
-    redraw(note);
-  } else redraw(null);
-}
-function redraw(note) {
+function update() {  // the reader's text is never changed: prepare() reads what the model can of it
   var r = forward(box.value);
   r.prepared = r.chars = Array.from(r.text);
   last = r;
-  var messages = note ? [note].concat(r.messages) : r.messages;
-  msg.textContent = messages.join(" ");
+  msg.textContent = r.messages.join(" ");
   root.dataset.state = r.flat.L ? "ok" : "empty";
   drawBars(); drawBig(); drawGrid();
   redraws++;
@@ -418,7 +500,7 @@ function sample() {
   if (!text) { msg.textContent = "Type some text first: the model continues it."; return; }
   for (var n = 0; n < cfg.continue_chars; n++) {
     var tokens = Array.from((text + added).slice(-4 * MAXLEN)).slice(-MAXLEN).map(function (c) { return IDS[c]; });
-    var r = run(tokens), p = probabilities(r.logits.subarray((r.L - 1) * V, r.L * V), tau), top = topK(p, cfg.top_k);
+    var r = run(tokens), p = probabilities(r.logits.subarray((r.L - 1) * V, r.L * V), tau, V), top = topK(p, cfg.top_k);
     var total = 0, u, pick = top[top.length - 1];
     top.forEach(function (t) { total += p[t]; });
     u = random() * total;
@@ -433,7 +515,7 @@ box.addEventListener("input", update);
 temp.addEventListener("input", drawBars);
 layerSel.addEventListener("change", function () { drawBig(); markPressed(); });
 headSel.addEventListener("change", function () { drawBig(); markPressed(); });
-more.addEventListener("click", sample);
+if (more) more.addEventListener("click", sample);
 big.addEventListener("mousemove", function (ev) {
   if (!last || !last.flat.L) return;
   var cell = +big.dataset.cell, m = +big.dataset.margin, rect = big.getBoundingClientRect();

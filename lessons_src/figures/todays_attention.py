@@ -47,9 +47,13 @@ def cap_and_sink_explorer(scores: torch.Tensor, caps: list[float], sinks: list[f
     ax_cap.set(xlabel="raw score s", ylabel="score after the cap", xlim=(-top, top), ylim=(-top, top))
     despine(ax_cap)
     cap_title = ax_cap.set_title("", fontsize=10)
-    keys = np.arange(scores.numel() + 1)
-    bars = ax_bars.bar(keys, np.zeros(len(keys)), color=[COLORS[0]] * scores.numel() + [COLORS[3]])
-    ax_bars.set_xticks(keys, [str(j) for j in range(scores.numel())] + ["sink"])
+    keys = np.arange(scores.numel())
+    sink_at = scores.numel() + 1  # one empty slot before the sink's bar: the sink is not a key
+    bars = ax_bars.bar([*keys, sink_at], np.zeros(len(keys) + 1), color=[COLORS[0]] * len(keys) + [COLORS[3]])
+    # At most about ten key labels: the chapter's 17 two-digit labels ran together ("10111213...16sink").
+    labelled = keys[:: max(1, math.ceil(len(keys) / 10))]
+    ax_bars.set_xticks([*labelled, sink_at], [*map(str, labelled), "sink"])
+    ax_bars.set_xticks(keys, minor=True)  # every key keeps its tick mark
     ax_bars.set(xlabel="key j", ylabel="weight", ylim=(0, 1))
     despine(ax_bars)
     bars_title = ax_bars.set_title("", fontsize=10)
