@@ -368,8 +368,9 @@ class ModelExplorer:
     ``max_chars`` the longest text read at all (pasted text is cut to its last ``max_chars`` first);
     ``layer`` (from 0, shown from 1) and ``head`` (from 0, shown so) the head shown large at first;
     ``answers``: for a model that answers a question at each position with its first ``len(answers)``
-    logits instead of predicting the next character (the trigger task of chapter 18), the names of those
-    answers: the bars show the softmax over them, and there is no "continue" button; ``reference_text``: a text on
+    logits instead of predicting the next character (the trigger task of the chapter "Attention in today's
+    open models"), the names of those answers: the bars show the softmax over them, and there is no
+    "continue" button; ``reference_text``: a text on
     which :meth:`forward` (PyTorch) is run now and its numbers embedded in the HTML, in a
     ``<script type="application/json" class="lsx-reference">`` (``{"text", "tokens", "logits", "attention"}``,
     rounded to 1e-6), so that a test of the built site can compare the page's JavaScript with PyTorch's numbers

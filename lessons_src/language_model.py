@@ -58,7 +58,8 @@ class CharTokenizer:
     @classmethod
     def from_chars(cls, chars: str) -> CharTokenizer:
         """A tokenizer whose ids follow ``chars`` as given (id ``i`` is ``chars[i]``), not sorted: for a
-        model trained on ids that stand for characters of one's choosing (the trigger task of chapter 18)."""
+        model trained on ids that stand for characters of one's choosing (the trigger task of the chapter
+        "Attention in today's open models")."""
         if not isinstance(chars, str) or not chars or len(set(chars)) != len(chars):
             raise ValueError(f"CharTokenizer.from_chars: chars must be a non-empty str of distinct characters, "
                              f"got {chars!r}")

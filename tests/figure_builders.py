@@ -16,6 +16,8 @@ from lessons_src import (
     DecoderConfig,
     DecoderLM,
     LanguageModel,
+    MLAConfig,
+    MLADecoderLM,
     ModelExplorer,
     antidiagonal_mass,
     apply_rope,
@@ -241,14 +243,25 @@ def _explorer(kind: str) -> ModelExplorer:
     torch.manual_seed(0)
     tokenizer = CharTokenizer(EXPLORER_CHARS)
     V = tokenizer.vocab_size
+    llama = dict(vocab_size=V, d_model=32, num_heads=4, num_layers=2, max_len=24, norm="rms", placement="pre",
+                 ffn="swiglu", positions="rope", num_kv_heads=2, bias=False)
+    answers = None
     if kind == "DecoderLM":
-        model = DecoderLM(DecoderConfig(vocab_size=V, d_model=32, num_heads=4, num_layers=2, max_len=24, norm="rms",
-                                        placement="pre", ffn="swiglu", positions="rope", num_kv_heads=2, bias=False))
+        model = DecoderLM(DecoderConfig(**llama))
+    elif kind == "DecoderLM today's switches, answers":  # chapter 18's kind of model: sinks, a sliding layer, a gate
+        model = DecoderLM(DecoderConfig(**llama, qk_norm=True, sinks=True, attn_output_gate=True, sliding_window=4,
+                                        layer_types=("sliding_attention", "full_attention")))
+        answers = ("no", "yes")
+    elif kind == "MLADecoderLM":
+        model = MLADecoderLM(MLAConfig(vocab_size=V, d_model=32, num_heads=4, num_layers=2, max_len=24, kv_lora_rank=12,
+                                       qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=8))
     else:
         model = LanguageModel(V, d_model=32, num_heads=4, num_layers=2, max_len=24,
                               attention_only=kind == "LanguageModel attention-only")
-    return ModelExplorer(model.eval(), tokenizer, text="the cat sat", id=kind.replace(" ", "-").lower())
+    return ModelExplorer(model.eval(), tokenizer, text="the cat sat", answers=answers,
+                         id="".join(c for c in kind.replace(" ", "-").lower() if c.isalnum() or c == "-"))
 
 
 EXPLORERS = {kind: (lambda kind=kind: _explorer(kind))
-             for kind in ("LanguageModel", "LanguageModel attention-only", "DecoderLM")}
+             for kind in ("LanguageModel", "LanguageModel attention-only", "DecoderLM", "MLADecoderLM",
+                          "DecoderLM today's switches, answers")}
