@@ -485,22 +485,22 @@ class ModelExplorer:
         huge = total > self.max_chars
         if huge:
             text = text[-self.max_chars:]
+            messages.append(f"Your text has {total:,} characters: the model reads its end, so only the last "
+                            f"{self.max_chars:,} are looked at.")
         ids = self.tokenizer.ids
         unknown = list(dict.fromkeys(c for c in text if c not in ids))
         if unknown:
             shown = ", ".join(describe_char(c) for c in unknown[:12])
             more = f" and {len(unknown) - 12} more" if len(unknown) > 12 else ""
             skipped = sum(c not in ids for c in text)
-            where = f" in the last {self.max_chars:,}" if huge else ""
-            messages.append(f"Skipped {skipped} character{'s' * (skipped != 1)} the model does not know{where}: "
-                            f"{shown}{more}.")
+            messages.append(f"Skipped {skipped} character{'s' * (skipped != 1)} the model does not know: {shown}{more}.")
             text = "".join(c for c in text if c in ids)
         if not text:
             messages.append("Type some text: the model predicts the character that follows it.")
-        elif len(text) > self.max_len or huge:
-            of = f"the {total:,} in the box" if huge else f"{len(text)}"
+        elif len(text) > self.max_len:
+            of = "the characters it knows among them" if huge else f"the {len(text):,} characters it knows"
             messages.append(f"The model reads at most {self.max_len} characters (its max_len): it sees the last "
-                            f"{min(self.max_len, len(text))} of {of}.")
+                            f"{self.max_len} of {of}.")
             text = text[-self.max_len:]
         return Prepared(text, messages)
 
@@ -832,4 +832,5 @@ _CSS = (
     "#3e4989,#26828e,#35b779,#fde725)}"
     ".ls-explorer .lsx-row-label{align-self:center;font-size:.85em;white-space:nowrap}"
     ".ls-explorer .lsx-note{font-size:.8em;margin:.2em 0}"
+    ".ls-explorer .lsx-col-label{font-size:.8em;text-align:center;white-space:nowrap}"
 )

@@ -230,14 +230,15 @@ def test_prepare_says_what_it_does_with_empty_long_and_huge_text(lm):
     long = explorer.prepare("abcdefghij" * 3)
     assert long.text == ("abcdefghij" * 3)[-MAX_LEN:]
     assert long.messages == [f"The model reads at most {MAX_LEN} characters (its max_len): it sees the last "
-                             f"{MAX_LEN} of 30."]
+                             f"{MAX_LEN} of the 30 characters it knows."]
     huge = explorer.prepare("a" * 2_000_000 + "xyz")  # cut to its last 100 before it is scanned; said so
-    assert huge.messages == [f"The model reads at most {MAX_LEN} characters (its max_len): it sees the last {MAX_LEN} "
-                             "of the 2,000,003 in the box."]
+    assert huge.messages == ["Your text has 2,000,003 characters: the model reads its end, so only the last 100 are "
+                             "looked at.", f"The model reads at most {MAX_LEN} characters (its max_len): it sees the "
+                             f"last {MAX_LEN} of the characters it knows among them."]
     assert huge.text.endswith("xyz") and len(huge.text) == MAX_LEN
     assert explorer.prepare("é" * 2_000_000 + "xyz").messages == [
-        "Skipped 97 characters the model does not know in the last 100: 'é'.",
-        "The model reads at most 24 characters (its max_len): it sees the last 3 of the 2,000,003 in the box."]
+        "Your text has 2,000,003 characters: the model reads its end, so only the last 100 are looked at.",
+        "Skipped 97 characters the model does not know: 'é'."]
 
 
 # -- the export and the Python forward ---------------------------------------------------------------------------
@@ -566,6 +567,12 @@ def test_typing_changes_the_figure_and_the_controls_work(loaded, explorers):
     page.locator(f"#{uid} button.lsx-continue").click()
     continued = box.input_value()
     assert continued.startswith(text) and len(continued) == len(text) + 40
+    assert box.evaluate("b => b.scrollTop + b.clientHeight >= b.scrollHeight - 1"), "the sampled text is out of view"
+    heads = page.evaluate(f"[...document.querySelectorAll('#{uid} .lsx-col-label')].map(e => e.textContent)")
+    assert heads == ["head 0", "head 1", "head 2", "head 3"], heads
+    grouped = explorers["DecoderLM layer pre gelu learned gqa2 nobias", 0].id
+    heads = page.evaluate(f"[...document.querySelectorAll('#lsx-{grouped} .lsx-col-label')].map(e => e.textContent)")
+    assert heads == ["head 0 (kv 0)", "head 1 (kv 0)", "head 2 (kv 1)", "head 3 (kv 1)"], heads
     assert set(continued) <= set(TOKENIZER.chars)
     assert problems == []
 
@@ -591,16 +598,18 @@ def test_bad_input_shows_a_message_never_an_error(loaded, explorers):
     box.fill("!!!")  # nothing the model knows
     assert _figure_state(page, uid)["state"] == "empty"
     box.fill(TYPED * 2)  # longer than max_len
-    assert (f"it sees the last {MAX_LEN} of {2 * len(TYPED)}." in _figure_state(page, uid)["message"])
+    assert (f"it sees the last {MAX_LEN} of the {2 * len(TYPED)} characters it knows." in
+            _figure_state(page, uid)["message"])
     page.evaluate("""uid => { const box = document.querySelector('#' + uid + ' textarea');
         box.value = 'abc '.repeat(500000); box.dispatchEvent(new Event('input')); }""", uid)  # a pasted 2 MB
     state = _figure_state(page, uid)
-    assert state["message"] == (f"The model reads at most {MAX_LEN} characters (its max_len): it sees the last "
-                                f"{MAX_LEN} of the 2,000,000 in the box.")
+    assert state["message"] == ("Your text has 2,000,000 characters: the model reads its end, so only the last 4,096 "
+                                f"are looked at. The model reads at most {MAX_LEN} characters (its max_len): it sees "
+                                f"the last {MAX_LEN} of the characters it knows among them.")
     assert len(box.input_value()) == 2_000_000 and state["state"] == "ok", "the reader's text is never cut"
     box.press("End")
     page.keyboard.type("x")  # typing goes on at the end of the whole text
-    assert _figure_state(page, uid)["message"].endswith("of the 2,000,001 in the box.")
+    assert _figure_state(page, uid)["message"].startswith("Your text has 2,000,001 characters")
     assert len(box.input_value()) == 2_000_001 and box.input_value().endswith("abc x")
     assert problems == []
 
@@ -617,9 +626,19 @@ def test_the_large_map_shows_its_newest_column(browser, page_file, explorers, wi
         box.fill("")
         box.click()
         page.keyboard.type(TYPED[:MAX_LEN])
-        shown = page.evaluate("""uid => { const s = document.querySelector('#' + uid + ' .lsx-big').parentNode;
-            return {left: s.scrollLeft, width: s.clientWidth, full: s.scrollWidth}; }""", uid)
+        newest = """uid => { const s = document.querySelector('#' + uid + ' .lsx-big').parentNode;
+            return {left: s.scrollLeft, width: s.clientWidth, full: s.scrollWidth}; }"""
+        shown = page.evaluate(newest, uid)
         assert shown["left"] + shown["width"] >= shown["full"] - 1, f"the newest column is out of view: {shown}"
+        for size in (width + 500, width):  # a resized window, a phone turned and back: still the newest column
+            page.set_viewport_size({"width": size, "height": 900})
+            page.wait_for_timeout(100)
+            shown = page.evaluate(newest, uid)
+            assert shown["left"] + shown["width"] >= shown["full"] - 1, f"after a resize to {size}: {shown}"
+        # the queries are labelled on both sides of the map, so they stay in view with its right edge
+        big = page.evaluate("""uid => { const c = document.querySelector('#' + uid + ' .lsx-big');
+            return {width: parseFloat(c.style.width), cell: +c.dataset.cell, margin: +c.dataset.margin}; }""", uid)
+        assert big["width"] == MAX_LEN * big["cell"] + 2 * big["margin"], big
         assert problems == []
     finally:
         context.close()

@@ -62,6 +62,26 @@ def test_page_weight(site, page):
     assert total < MAX_PAGE_BYTES, f"{page}: {total / 1024:.0f} KiB"
 
 
+RAW_LATEX = re.compile(r".{0,30}(?:\\[a-zA-Z]{2,}|\$[^\s$]).{0,30}")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_no_raw_latex_in_the_text(site, page):
+    """The page's prose carries no LaTeX that failed to become maths (a `$` or `\\text{...}` a reader would see:
+    exercise 16's SwiGLU paragraph rendered as '$ W_\\text{gate} ...' when its display maths lacked blank lines).
+    Maths, code, outputs and the interactive figures are left out; MathJax typesets what remains in the browser."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(_html(site, page), "html.parser")
+    main = soup.find("main") or soup
+    for element in main.find_all(["script", "style", "pre", "code"]):
+        element.decompose()
+    for element in main.find_all(class_=re.compile(r"\bmath\b|ls-explorer|ls-interactive|cell_output")):
+        element.decompose()
+    raw = RAW_LATEX.findall(main.get_text(" "))
+    assert not raw, f"{page}: LaTeX left as text: {raw[:3]}"
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_figures_have_alt_text(site, page):
     """A figure from a cell's output needs `mystnb: {image: {alt: ...}}` in that cell's metadata;
@@ -404,21 +424,29 @@ ARTICLE_TEXT = """async href => {
 }"""
 
 
+def _search(page, server, query):
+    page.goto(f"{server}/search.html?q={query}", wait_until="networkidle")
+    page.wait_for_function("() => /found \\d+ page/.test(document.querySelector('#search-results').innerText)",
+                           timeout=15000)
+    page.wait_for_function("() => [...document.querySelectorAll('#search-results ul.search > li')]"
+                           ".every(li => li.querySelector('p.context'))", timeout=15000)
+    return page.evaluate(SEARCH_RESULTS)
+
+
 def test_search_ranks_the_chapter_first_and_quotes_its_text(server, browser):
     """Searching "rotary" lists the rotary chapter first, and every result's snippet quotes its page's article
-    around the word, not the launch and repository buttons above it ("...Binder", "...Repository"):
-    book/_ext/course_search.js."""
+    around the word, not the launch and repository buttons above it ("...Binder", "...Repository"); "sink"
+    lists chapters before exercises and solutions: book/_ext/course_search.js."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     try:
         page = context.new_page()
         problems = []
         page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-        page.goto(f"{server}/search.html?q=rotary", wait_until="networkidle")
-        page.wait_for_function("() => /found \\d+ page/.test(document.querySelector('#search-results').innerText)",
-                               timeout=15000)
-        page.wait_for_function("() => [...document.querySelectorAll('#search-results ul.search > li')]"
-                               ".every(li => li.querySelector('p.context'))", timeout=15000)
-        results = page.evaluate(SEARCH_RESULTS)
+        sink = [r["href"] for r in _search(page, server, "sink")]
+        first_exercise = next(i for i, href in enumerate(sink) if href.startswith(("exercises/", "solutions/")))
+        assert all(href.startswith("book/") for href in sink[:first_exercise]) and first_exercise >= 2, (
+            f"the chapters about sinks should come before the exercises: {sink}")
+        results = _search(page, server, "rotary")
         ranking = [(r["href"], r["score"]) for r in results]
         assert results and results[0]["href"] == "book/11_rotary_embeddings.html", (
             f"the rotary chapter is not the first result for 'rotary': {ranking}")

@@ -235,7 +235,11 @@ function prepare(text) {
   if (text.length > cfg.max_chars) {  // cut first: a pasted megabyte is never scanned at each keystroke
     total = Array.from(text).length;
     huge = total > cfg.max_chars;
-    if (huge) text = Array.from(text.slice(-2 * cfg.max_chars)).slice(-cfg.max_chars).join("");
+    if (huge) {
+      text = Array.from(text.slice(-2 * cfg.max_chars)).slice(-cfg.max_chars).join("");
+      messages.push("Your text has " + count(total) + " characters: the model reads its end, so only the last " +
+        count(cfg.max_chars) + " are looked at.");
+    }
   }
   var chars = Array.from(text), kept = [], unknown = [], seen = {}, skipped = 0;
   chars.forEach(function (c) {
@@ -243,14 +247,13 @@ function prepare(text) {
     else { skipped++; if (!seen[c]) { seen[c] = true; unknown.push(c); } }
   });
   if (unknown.length) {
-    messages.push("Skipped " + skipped + " character" + (skipped !== 1 ? "s" : "") + " the model does not know" +
-      (huge ? " in the last " + count(cfg.max_chars) : "") + ": " +
+    messages.push("Skipped " + skipped + " character" + (skipped !== 1 ? "s" : "") + " the model does not know: " +
       unknown.slice(0, 12).map(describe).join(", ") + (unknown.length > 12 ? " and " + (unknown.length - 12) + " more" : "") + ".");
   }
   if (!kept.length) messages.push("Type some text: the model predicts the character that follows it.");
-  else if (kept.length > MAXLEN || huge) {
-    messages.push("The model reads at most " + MAXLEN + " characters (its max_len): it sees the last " +
-      Math.min(MAXLEN, kept.length) + " of " + (huge ? "the " + count(total) + " in the box" : kept.length) + ".");
+  else if (kept.length > MAXLEN) {
+    messages.push("The model reads at most " + MAXLEN + " characters (its max_len): it sees the last " + MAXLEN +
+      " of the " + (huge ? "" : count(kept.length) + " ") + "characters it knows" + (huge ? " among them" : "") + ".");
     kept = kept.slice(-MAXLEN);
   }
   return {text: kept.join(""), chars: kept, messages: messages};
@@ -311,6 +314,8 @@ var layerSel = root.querySelector(".lsx-layer"), headSel = root.querySelector(".
 var bars = root.querySelector(".lsx-bar-list"), big = root.querySelector(".lsx-big");
 var heatTitle = root.querySelector(".lsx-heat-title"), grid = root.querySelector(".lsx-grid");
 var more = root.querySelector(".lsx-continue"), bigBox = big.parentNode;
+function newest() { bigBox.scrollLeft = bigBox.scrollWidth; }  // the newest column, the last query's keys, in view
+if (window.ResizeObserver) new ResizeObserver(newest).observe(bigBox);  // after a resize or a turned phone too
 var last = null, redraws = 0, rngState = (cfg.seed >>> 0) || 1;
 
 function random() {  // mulberry32: a seeded sampler, so a page samples the same continuation each visit
@@ -366,7 +371,9 @@ function drawBig() {
     return;
   }
   var cell = Math.max(10, Math.min(28, Math.floor(448 / L))), m = 14, gap = SINKS ? 6 : 0;
-  var width = m + L * cell + (SINKS ? gap + cell : 0), height = m + L * cell;
+  // The queries are labelled on both sides: the box keeps its right edge in view (the newest keys), where
+  // a long map's left labels are scrolled away.
+  var right = m + L * cell + (SINKS ? gap + cell : 0), width = right + m, height = m + L * cell;
   resize(big, width, height, dpr, true);
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, width, height);
@@ -388,6 +395,7 @@ function drawBig() {
   for (i = 0; i < L; i++) {
     ctx.fillText(shown(chars[i]), m + (i + 0.5) * cell, m / 2);
     ctx.fillText(shown(chars[i]), m / 2, m + (i + 0.5) * cell);
+    ctx.fillText(shown(chars[i]), right + m / 2, m + (i + 0.5) * cell);
   }
   if (sinkShare) ctx.fillText("\u2205", m + L * cell + gap + cell / 2, m / 2);  // the sink: no key
   var top = 0;
@@ -397,11 +405,18 @@ function drawBig() {
     " at position " + top + " (weight " + w[(L - 1) * L + top].toFixed(2) + ")" +
     (sinkShare ? " and gives the learned sink " + sinkShare[L - 1].toFixed(2) : "") + ".");
   big.dataset.cell = cell; big.dataset.margin = m;
-  bigBox.scrollLeft = bigBox.scrollWidth;  // the newest column, the last query's keys, stays in view
+  newest();
 }
 var cells = [];
 function buildGrid() {
   grid.style.gridTemplateColumns = "auto repeat(" + H + ", auto)";
+  grid.appendChild(document.createElement("span"));
+  for (var hh = 0; hh < H; hh++) {  // column heads: the head, and the key/value head it reads when they are shared
+    var top = document.createElement("span");
+    top.className = "lsx-col-label";
+    top.textContent = "head " + hh + (HKV < H ? " (kv " + Math.floor(hh / GROUP) + ")" : "");
+    grid.appendChild(top);
+  }
   for (var l = 0; l < NL; l++) {
     var label = document.createElement("span");
     label.className = "lsx-row-label"; label.textContent = layerName(l);
@@ -415,6 +430,7 @@ function buildGrid() {
       b.appendChild(c); grid.appendChild(b); cells.push({button: b, canvas: c, l: l, h: h});
       b.addEventListener("click", function () {
         layerSel.value = this.dataset.layer; headSel.value = this.dataset.head; drawBig(); markPressed();
+        big.scrollIntoView({block: "nearest"});  // on a phone the large map is far above the small ones
       });
     }
   }
@@ -508,6 +524,7 @@ function sample() {
     added += CHARS[pick];
   }
   box.value += added;
+  box.scrollTop = box.scrollHeight;  // the characters just added, in view in the box
   update();
 }
 buildGrid();
