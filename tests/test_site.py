@@ -424,6 +424,26 @@ ARTICLE_TEXT = """async href => {
 }"""
 
 
+def test_the_site_root_leads_to_the_course_without_errors(server, browser):
+    """The site's address (its root index.html, book/_ext/site_root.py) moves on to the first page, asks for
+    nothing the site lacks (a bare redirect made the browser ask for /favicon.ico: a 404 in the console) and
+    is titled."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        page = context.new_page()
+        problems = []
+        page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        page.on("response", lambda r: problems.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+        page.goto(f"{server}/", wait_until="networkidle")
+        first = yaml.safe_load((ROOT / "_toc.yml").read_text())["root"]
+        page.wait_for_url(f"{server}/{first}.html", timeout=10000)
+        assert not problems, problems
+        root = (HTML / "index.html").read_text()
+        assert "<title>" in root and 'lang="en"' in root and 'rel="icon"' in root, root
+    finally:
+        context.close()
+
+
 def _search(page, server, query):
     page.goto(f"{server}/search.html?q={query}", wait_until="networkidle")
     page.wait_for_function("() => /found \\d+ page/.test(document.querySelector('#search-results').innerText)",
