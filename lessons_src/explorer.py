@@ -629,7 +629,7 @@ class ModelExplorer:
         else:
             notes.append("grey: the future, masked")
         if meta.get("sinks"):
-            notes.append("last column, after the gap: the weight the head gives its learned sink (no key, no value)")
+            notes.append("last column, after the gap (\u2205): the weight the head gives its learned sink (no key, no value)")
         plain = ('<p class="lsx-note">Latent attention: the weights of the plain form, the latent projected up to '
                  "each head's keys; the absorbed decode gives the same weights.</p>"
                  if meta["kind"] == "MLADecoderLM" else "")

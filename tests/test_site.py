@@ -456,7 +456,8 @@ def _search(page, server, query):
 def test_search_ranks_the_chapter_first_and_quotes_its_text(server, browser):
     """Searching "rotary" lists the rotary chapter first, and every result's snippet quotes its page's article
     around the word, not the launch and repository buttons above it ("...Binder", "...Repository"); "sink"
-    lists chapters before exercises and solutions: book/_ext/course_search.js."""
+    lists chapters before exercises and solutions, "latent" its chapter before the glossary:
+    book/_ext/course_search.js."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     try:
         page = context.new_page()
@@ -466,6 +467,8 @@ def test_search_ranks_the_chapter_first_and_quotes_its_text(server, browser):
         first_exercise = next(i for i, href in enumerate(sink) if href.startswith(("exercises/", "solutions/")))
         assert all(href.startswith("book/") for href in sink[:first_exercise]) and first_exercise >= 2, (
             f"the chapters about sinks should come before the exercises: {sink}")
+        latent = [r["href"] for r in _search(page, server, "latent")]
+        assert latent[0] == "book/17_latent_attention.html", f"'latent' should list chapter 17 first: {latent}"
         results = _search(page, server, "rotary")
         ranking = [(r["href"], r["score"]) for r in results]
         assert results and results[0]["href"] == "book/11_rotary_embeddings.html", (
