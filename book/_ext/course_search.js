@@ -14,8 +14,9 @@
  *    ("rotari" for "rotary", in no text), else from the start of the theme's main element: the launch and
  *    repository buttons, so every snippet read "...Binder" or "...Repository". A snippet now quotes the page's
  *    article (the theme's buttons, sidebars and footer left out) around the first word whose stem is a query word.
- * 3. Exercises, solutions, the glossary, the notation and the references rank after the chapters (one
- *    Scorer.title less), so a word's chapter comes first.
+ * 3. Exercises and solutions rank after the chapters (one Scorer.title less), the glossary, the notation and
+ *    the references after every other page (100 less: Sphinx scores a glossary term, an index entry, up to 100),
+ *    so a word's chapter comes first.
  */
 
 var Scorer = {
@@ -32,10 +33,12 @@ var Scorer = {
   score: function (result) {
     var title = result[1], anchor = result[2], descr = result[3], score = result[4];
     var query = CourseSearch.queryStems;
-    // 3. Exercises, solutions and the reference pages after the chapters: a reader looking up a word wants the
-    //    chapter that teaches it first ("sink" listed exercise 18 and its solution, then exercise 9 and its
-    //    solution; "latent" the glossary, twice, before chapter 17).
-    if (/^(exercises|solutions)\/|^book\/(glossary|notation|references)$/.test(result[0])) score -= Scorer.title;
+    // 3. Exercises and solutions after the chapters, and the reference pages after everything: a reader looking
+    //    up a word wants the chapter that teaches it first ("sink" listed exercise 18 and its solution, then
+    //    exercise 9 and its solution; "latent" the glossary, twice, before chapter 17: a glossary term is an
+    //    index entry, which Sphinx scores up to 100).
+    if (/^(exercises|solutions)\//.test(result[0])) score -= Scorer.title;
+    if (/^book\/(glossary|notation|references)$/.test(result[0])) score -= 100;
     if (anchor || descr || !title || query.length === 0) return score;  // whole pages only
     var words = CourseSearch.stems(title);
     var found = query.filter(function (stem) { return words.indexOf(stem) !== -1; }).length;
