@@ -19,13 +19,6 @@ def use_course_search(app, config) -> None:
     config.html_search_scorer = str(SCRIPT)
 
 
-def drop_old_language_data(app) -> None:
-    """Sphinx 7.4 copies ``language_data.js`` only when it is missing, so an incremental build would keep a
-    changed scorer out of the site: remove it, and the build writes it again with this file's scorer."""
-    Path(app.outdir, "_static", "language_data.js").unlink(missing_ok=True)
-
-
 def setup(app):
     app.connect("config-inited", use_course_search)
-    app.connect("builder-inited", drop_old_language_data)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
