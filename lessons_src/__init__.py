@@ -35,6 +35,9 @@ Each module holds one concept and names the chapter that teaches it:
 - ``figures``: each chapter's slider figure, one module per chapter, named after it
 - ``profiling``: time and peak memory of a call, on a CPU or a GPU (chapter "Efficient attention")
 - ``checks``: exercise checks that name the learner's mistake
+- ``pretrained``: Hugging Face checkpoints (Llama, SmolLM2, Mistral, Qwen 2.5, Qwen3, GPT-2) read into the
+  course's ``DecoderLM``, and course models written in their format (chapter "From the original block to a
+  modern LLM block")
 - ``zoo``: the course's trained models, their corpus (Python's standard library), recipes, weights and cards
   (chapter "A language model and its heads")
 """
@@ -98,6 +101,7 @@ from .mla import (
 )
 from .multihead import MultiHeadAttention, attn_mask_to_mask, key_padding_mask_to_mask, merge_heads, split_heads
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, sinusoidal_positional_encoding
+from .pretrained import config_from_hf, from_pretrained, save_pretrained
 from .rotary import apply_rope, rope_frequencies, rope_layout_permutation
 from .tiled import online_softmax_steps, online_softmax_update, tiled_attention
 from .training import TrainResult, antidiagonal_mass, diagonal_mass, train_attention, warmup_factor
@@ -150,6 +154,9 @@ __all__ = [
     "absorbed_scores",
     "mla_cache_elements",
     "rename_hf_deepseek",
+    "config_from_hf",
+    "from_pretrained",
+    "save_pretrained",
     "SlidingKVCache",
     "cache_bytes",
     "softmax_with_sink",

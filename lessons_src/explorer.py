@@ -63,11 +63,13 @@ MAX_HTML_BYTES_FLOAT32 = 1_000_000
 #: accepts (today's switches of the chapter "Attention in today's open models" included).
 _SUPPORTED_SWITCHES: dict[str, tuple | None] = {
     "vocab_size": None, "d_model": None, "num_heads": None, "num_layers": None, "max_len": None, "d_ff": None,
-    "num_kv_heads": None, "norm": ("layer", "rms"), "placement": ("pre", "post"), "ffn": ("relu", "gelu", "swiglu"),
+    "num_kv_heads": None, "norm": ("layer", "rms"), "placement": ("pre", "post"),
+    "ffn": ("relu", "gelu", "gelu_tanh", "swiglu"),
     "positions": ("learned", "sinusoidal", "rope", "alibi", "none"), "rope_layout": ("interleaved", "half"),
     "rope_base": None, "bias": None, "eps": None,
     "qk_norm": None, "norm_plus_one": None, "query_pre_attn_scalar": None, "attn_logit_softcapping": None,
     "sinks": None, "sliding_window": None, "layer_types": None, "attn_output_gate": None,
+    "head_dim": None, "qkv_bias": None, "tie_word_embeddings": None, "rope_scaling": (None,),
 }
 
 #: The MLAConfig fields the JavaScript forward implements (every value the config accepts).

@@ -50,7 +50,7 @@ from . import _validate as check
 from .alibi import alibi_bias
 from .gqa import KVCache
 from .positional import sinusoidal_positional_encoding
-from .rotary import apply_rope, rope_frequencies
+from .rotary import apply_rope, check_rope_scaling, rope_frequencies
 
 __all__ = ["RMSNorm", "SwiGLU", "swiglu_width", "DecoderConfig", "Attention", "MLP", "DecoderLayer", "DecoderLM",
            "HF_LLAMA_SWITCHES", "rename_hf_llama", "SlidingKVCache", "softmax_with_sink", "cache_bytes"]
@@ -118,10 +118,18 @@ class SwiGLU(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
+class _Derived(int):
+    """An int computed from other fields of a config (``head_dim = d_model // num_heads`` when none is given).
+
+    ``dataclasses.replace(config, d_model=...)`` passes every field back to the constructor, a derived one
+    included; marked so, it is derived again from the new sizes instead of being taken as given.
+    """
+
+
 _CHOICES = {
     "norm": ("layer", "rms"),
     "placement": ("post", "pre"),
-    "ffn": ("relu", "gelu", "swiglu"),
+    "ffn": ("relu", "gelu", "gelu_tanh", "swiglu"),
     "positions": ("sinusoidal", "learned", "rope", "alibi", "none"),
     "rope_layout": ("interleaved", "half"),
 }
@@ -137,7 +145,7 @@ class DecoderConfig:
     ``num_kv_heads < num_heads``, ``bias=False``. ``positions="none"`` gives no position information at
     all (only the causal mask tells the tokens apart by order): the control that shows what the other
     schemes add. ``d_ff`` defaults to ``4 · d_model``, or
-    :func:`swiglu_width` for SwiGLU. ``rope_layout`` and ``rope_base`` apply to ``positions="rope"``:
+    :func:`swiglu_width` for SwiGLU. ``ffn="gelu_tanh"`` is GELU's tanh approximation (GPT-2). ``rope_layout`` and ``rope_base`` apply to ``positions="rope"``:
     ``"interleaved"`` pairs (RoFormer, Meta's Llama code) or ``"half"`` (GPT-NeoX, Hugging Face), and
     the base of the angles ``θ_p = rope_base^(-2p/d_k)`` (10,000 in RoFormer, Llama 1 and 2; 500,000 in
     Llama 3). Taught in the chapter "From the original block to a modern LLM block".
@@ -152,6 +160,13 @@ class DecoderConfig:
     layer: a sliding layer's query ``i`` sees keys ``i - w < j ≤ i``; with a ``sliding_window`` and no
     ``layer_types`` every layer slides) and ``attn_output_gate`` (each head's output times
     ``sigmoid(gate)``, the gate computed by ``q_proj`` next to the query).
+
+    What real checkpoints add (:func:`lessons_src.config_from_hf` sets them from a ``config.json``):
+    ``head_dim`` (each head's width; by default ``d_model // num_heads``, but Qwen3, Mistral and Gemma set
+    their own, so ``num_heads · head_dim`` may differ from ``d_model``), ``qkv_bias`` (biases on ``q_proj``,
+    ``k_proj`` and ``v_proj`` only: Qwen 2.5; None follows ``bias``), ``tie_word_embeddings`` (``lm_head``
+    shares the embedding matrix: GPT-2, SmolLM2, Llama 3.2 1B) and ``rope_scaling`` (a dict as in the
+    Hugging Face config, one of :data:`lessons_src.rotary.ROPE_SCALINGS`: Llama 3.1's ``"llama3"`` or ``"linear"``).
     """
 
     vocab_size: int
@@ -177,6 +192,10 @@ class DecoderConfig:
     sliding_window: int | None = None
     layer_types: tuple[str, ...] | None = None
     attn_output_gate: bool = False
+    head_dim: int | None = None
+    qkv_bias: bool | None = None
+    tie_word_embeddings: bool = False
+    rope_scaling: dict | None = None
 
     def __post_init__(self) -> None:
         where = "DecoderConfig"
@@ -186,7 +205,11 @@ class DecoderConfig:
             if getattr(self, name) not in choices:
                 raise ValueError(f"{where}: {name} must be one of {', '.join(map(repr, choices))}, "
                                  f"got {getattr(self, name)!r}")
-        check.divisible(self.d_model, "d_model", self.num_heads, "num_heads", where)
+        if self.head_dim is None or type(self.head_dim) is _Derived:
+            check.divisible(self.d_model, "d_model", self.num_heads, "num_heads", where)
+            object.__setattr__(self, "head_dim", _Derived(self.d_model // self.num_heads))
+        else:
+            check.positive_int(self.head_dim, "head_dim", where)
         if self.num_kv_heads is not None:
             check.positive_int(self.num_kv_heads, "num_kv_heads", where)
             check.divisible(self.num_heads, "num_heads", self.num_kv_heads, "num_kv_heads", where)
@@ -195,8 +218,8 @@ class DecoderConfig:
         if not isinstance(self.bias, bool):
             raise ValueError(f"{where}: bias must be True or False, got {self.bias!r}")
         if self.positions == "rope" and self.head_dim % 2 != 0:
-            raise ValueError(f"{where}: positions='rope' rotates pairs of features, so head_dim = d_model / "
-                             f"num_heads must be even, got {self.head_dim}")
+            raise ValueError(f"{where}: positions='rope' rotates pairs of features, so head_dim (d_model / "
+                             f"num_heads unless given) must be even, got {self.head_dim}")
         if self.rope_layout != "interleaved" and self.positions != "rope":
             raise ValueError(f"{where}: rope_layout={self.rope_layout!r} only applies with positions='rope', "
                              f"not positions={self.positions!r}")
@@ -207,6 +230,17 @@ class DecoderConfig:
             raise ValueError(f"{where}: rope_base={base!r} only applies with positions='rope', "
                              f"not positions={self.positions!r}")
         self._check_todays_switches(where)
+        self._check_checkpoint_fields(where)
+
+    def _check_checkpoint_fields(self, where: str) -> None:
+        for name in ("qkv_bias", "tie_word_embeddings"):
+            value = getattr(self, name)
+            if not isinstance(value, bool) and not (name == "qkv_bias" and value is None):
+                raise ValueError(f"{where}: {name} must be True or False, got {value!r}")
+        if self.rope_scaling is not None:
+            if self.positions != "rope":
+                raise ValueError(f"{where}: rope_scaling only applies with positions='rope', not {self.positions!r}")
+            check_rope_scaling(self.rope_scaling, where)
 
     def _check_todays_switches(self, where: str) -> None:
         for name in ("qk_norm", "norm_plus_one", "sinks", "attn_output_gate"):
@@ -246,10 +280,6 @@ class DecoderConfig:
         if self.sliding_window is None:
             return False
         return self.layer_types is None or self.layer_types[layer] == "sliding_attention"
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.num_heads
 
     @property
     def kv_heads(self) -> int:
@@ -353,9 +383,10 @@ class Attention(nn.Module):
         self.window = config.sliding_window if config.is_sliding(layer) else None
         d, h_kv = config.head_dim, config.kv_heads
         q_out = config.num_heads * d * (2 if config.attn_output_gate else 1)  # [query_h | gate_h] per head
-        self.q_proj = nn.Linear(config.d_model, q_out, bias=config.bias)
-        self.k_proj = nn.Linear(config.d_model, h_kv * d, bias=config.bias)
-        self.v_proj = nn.Linear(config.d_model, h_kv * d, bias=config.bias)
+        qkv_bias = config.bias if config.qkv_bias is None else config.qkv_bias
+        self.q_proj = nn.Linear(config.d_model, q_out, bias=qkv_bias)
+        self.k_proj = nn.Linear(config.d_model, h_kv * d, bias=qkv_bias)
+        self.v_proj = nn.Linear(config.d_model, h_kv * d, bias=qkv_bias)
         self.o_proj = nn.Linear(config.num_heads * d, config.d_model, bias=config.bias)
         if config.qk_norm:  # one RMSNorm of head_dim, shared by the heads
             self.q_norm = RMSNorm(d, eps=config.eps, plus_one=config.norm_plus_one)
@@ -363,7 +394,7 @@ class Attention(nn.Module):
         if config.sinks:
             self.sinks = nn.Parameter(torch.zeros(config.num_heads))  # (H,): one logit per head
         if config.positions == "rope":
-            cos, sin = rope_frequencies(d, config.max_len, base=config.rope_base)
+            cos, sin = rope_frequencies(d, config.max_len, base=config.rope_base, scaling=config.rope_scaling)
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
         scalar = config.head_dim if config.query_pre_attn_scalar is None else config.query_pre_attn_scalar
@@ -462,7 +493,9 @@ class MLP(nn.Module):
         if self.ffn == "swiglu":
             return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         hidden = self.up_proj(x)
-        return self.down_proj(F.relu(hidden) if self.ffn == "relu" else F.gelu(hidden))
+        if self.ffn == "relu":
+            return self.down_proj(F.relu(hidden))
+        return self.down_proj(F.gelu(hidden, approximate="tanh" if self.ffn == "gelu_tanh" else "none"))
 
 
 class DecoderLayer(nn.Module):
@@ -514,6 +547,8 @@ class DecoderLM(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_layers))
         self.norm = _norm(config) if config.placement == "pre" else nn.Identity()
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        if config.tie_word_embeddings:
+            self.lm_head.weight = self.embed_tokens.weight  # one matrix, read in and written out
 
     def forward(self, tokens: Tensor, caches: list[KVCache] | None = None) -> Tensor:
         c = self.config

@@ -323,6 +323,10 @@ class MLADecoderLM(nn.Module):
             x = layer(x, None if caches is None else caches[i], absorbed)
         return self.lm_head(self.norm(x))  # (B, L, |V|)
 
+    def new_caches(self) -> list[LatentCache]:
+        """One empty :class:`LatentCache` per layer, for ``forward(tokens, caches)``."""
+        return [LatentCache() for _ in self.layers]
+
     @classmethod
     def from_deepseek_state_dict(cls, state_dict: dict[str, Tensor], config: MLAConfig) -> MLADecoderLM:
         """An :class:`MLADecoderLM` holding a dense Hugging Face ``DeepseekV3ForCausalLM`` checkpoint, in its dtype.

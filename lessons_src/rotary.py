@@ -8,22 +8,69 @@ position ``i``, ``head_dim`` = d_k.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
 from . import _validate as check
 
-__all__ = ["rope_frequencies", "apply_rope", "rope_layout_permutation"]
+__all__ = ["rope_frequencies", "apply_rope", "rope_layout_permutation", "ROPE_SCALINGS", "check_rope_scaling"]
+
+#: The rescaled frequencies of long-context checkpoints that :func:`rope_frequencies` implements: the
+#: ``rope_type`` of a Hugging Face config's ``rope_scaling`` (or ``rope_parameters``) and the keys each needs.
+ROPE_SCALINGS = {"linear": ("factor",),
+                 "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")}
+
+
+def check_rope_scaling(scaling: dict, where: str) -> None:
+    """Raise a ValueError, naming ``where``, unless ``scaling`` is one of :data:`ROPE_SCALINGS` with its keys."""
+    kind = scaling.get("rope_type") if isinstance(scaling, dict) else None
+    if kind not in ROPE_SCALINGS:
+        raise ValueError(f"{where}: rope_scaling must be a dict whose rope_type is one of "
+                         f"{', '.join(map(repr, ROPE_SCALINGS))}, got {scaling!r}")
+    missing = [key for key in ROPE_SCALINGS[kind] if key not in scaling]
+    unknown = sorted(set(scaling) - set(ROPE_SCALINGS[kind]) - {"rope_type"})
+    if missing or unknown:
+        raise ValueError(f"{where}: rope_scaling of rope_type {kind!r} needs the keys {ROPE_SCALINGS[kind]}; "
+                         f"missing {missing}, not understood {unknown}")
+    if any(isinstance(scaling[key], bool) or not isinstance(scaling[key], (int, float)) or not scaling[key] > 0
+           for key in ROPE_SCALINGS[kind]):
+        raise ValueError(f"{where}: every number of rope_scaling must be > 0, got {scaling!r}")
+    if kind == "llama3" and not scaling["high_freq_factor"] > scaling["low_freq_factor"]:
+        raise ValueError(f"{where}: rope_scaling needs high_freq_factor > low_freq_factor, got {scaling!r}")
+
+
+def _scaled(theta: Tensor, scaling: dict) -> Tensor:
+    """The frequencies ``theta (d/2,)`` of a long-context checkpoint: all divided by ``factor`` (``"linear"``),
+    or (``"llama3"``, Llama 3.1) the slow pairs, whose wavelength exceeds ``original / low_freq_factor``
+    positions, divided by ``factor``, the fast ones (wavelength under ``original / high_freq_factor``) kept,
+    and the pairs between blended smoothly from one to the other."""
+    factor = scaling["factor"]
+    if scaling["rope_type"] == "linear":
+        return theta / factor
+    original, low, high = (scaling[k] for k in ("original_max_position_embeddings", "low_freq_factor",
+                                                  "high_freq_factor"))
+    wavelength = 2 * math.pi / theta  # positions per full turn of each pair
+    kept_share = (original / wavelength - low) / (high - low)  # 0 at the slow edge, 1 at the fast edge
+    blended = (1 - kept_share) * theta / factor + kept_share * theta
+    scaled = torch.where(wavelength > original / low, theta / factor, theta)
+    between = (wavelength >= original / high) & (wavelength <= original / low)
+    return torch.where(between, blended, scaled)
 
 
 def rope_frequencies(
-    head_dim: int, max_len: int, base: float = 10000.0, *, device: torch.device | str | None = None
+    head_dim: int, max_len: int, base: float = 10000.0, *, device: torch.device | str | None = None,
+    scaling: dict | None = None,
 ) -> tuple[Tensor, Tensor]:
     """cos and sin of the rotation angles ``i · θ_p``, each float32 ``(max_len, head_dim // 2)``: row ``i`` is
     position ``i``, column ``p`` is pair ``p``.
 
     ``θ_p = base^(-2p / head_dim)`` for pair p (RoFormer eq. 15). Angles are computed in float64
-    on the CPU, then rounded, so long positions keep their precision.
+    on the CPU, then rounded, so long positions keep their precision. ``scaling``: None, or a long-context
+    checkpoint's ``rope_scaling`` dict (:data:`ROPE_SCALINGS`: ``{"rope_type": "llama3", "factor": 8.0,
+    "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}`` in Llama
+    3.1), which rescales the frequencies θ_p before the angles are taken.
     Taught in the chapter "Rotary position embeddings".
     """
     check.positive_int(head_dim, "head_dim", "rope_frequencies")
@@ -33,6 +80,9 @@ def rope_frequencies(
     if not base > 0:
         raise ValueError(f"rope_frequencies: base must be positive, got {base!r}")
     theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (d/2,)
+    if scaling is not None:
+        check_rope_scaling(scaling, "rope_frequencies")
+        theta = _scaled(theta, scaling)
     angles = torch.arange(max_len, dtype=torch.float64)[:, None] * theta[None, :]  # (max_len, d/2)
     return angles.cos().float().to(device), angles.sin().float().to(device)
 

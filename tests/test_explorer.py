@@ -53,6 +53,12 @@ TODAYS_SWITCHES = {
     "gpt-oss-like": dict(bias=True, sinks=True, sliding_window=4, num_kv_heads=2,
                          layer_types=("sliding_attention", "full_attention")),
     "Qwen3-Next-like": dict(norm_plus_one=True, qk_norm=True, attn_output_gate=True, num_kv_heads=1),
+    # What real checkpoints add (lessons_src.config_from_hf): a head_dim of its own (num_heads * head_dim is
+    # not d_model), biases on q/k/v only, tied embeddings; GPT-2's tanh GELU on a pre-LN learned-position block.
+    "Qwen-like head_dim 12, qkv biases, tied": dict(head_dim=12, qkv_bias=True, tie_word_embeddings=True,
+                                                    qk_norm=True, num_kv_heads=2),
+    "GPT-2-like": dict(norm="layer", ffn="gelu_tanh", positions="learned", rope_layout="interleaved", bias=True,
+                       tie_word_embeddings=True),
 }
 MLA_CONFIGS = {
     "MLADecoderLM": dict(kv_lora_rank=12, qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=8),

@@ -72,7 +72,7 @@ def test_a_hugging_face_deepseek_checkpoint_loads_and_decodes_alike(seed, q_lora
         assert_close(ours(tokens), expected, atol=1e-5, rtol=1e-5)
         assert_close(ours(tokens, absorbed=True), expected, atol=1e-5, rtol=1e-5)
         for absorbed in (False, True):  # greedy decoding: ours with a latent cache, Hugging Face's by full passes
-            caches = [LatentCache() for _ in range(2)]
+            caches = ours.new_caches()  # one LatentCache per layer
             logits = ours(tokens[:, :6], caches, absorbed=absorbed)[:, -1]
             ours_sequence, hf_sequence = tokens[:, :6], tokens[:, :6]
             for _ in range(18):

@@ -214,6 +214,8 @@ function mlp(x, L, l) {
     for (i = 0; i < n; i++) up[i] = gate[i] / (1 + Math.exp(-gate[i])) * up[i];
   } else if (cfg.ffn === "gelu") {
     for (i = 0; i < n; i++) up[i] = 0.5 * up[i] * (1 + erf(up[i] / Math.SQRT2));
+  } else if (cfg.ffn === "gelu_tanh") {  // GPT-2's approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    for (i = 0; i < n; i++) up[i] = 0.5 * up[i] * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (up[i] + 0.044715 * up[i] * up[i] * up[i])));
   } else {
     for (i = 0; i < n; i++) if (up[i] < 0) up[i] = 0;
   }

@@ -1,0 +1,552 @@
+"""Real checkpoints on the course's code: read a Hugging Face folder into :class:`lessons_src.DecoderLM`, and
+write a course model back in that format.
+
+A checkpoint folder as Hugging Face writes it holds ``config.json`` (the sizes and switches, under each
+family's names), the weights as ``*.safetensors`` (one file, or shards listed in
+``model.safetensors.index.json``) and ``tokenizer.json``. This module maps each family's names onto the
+course's, in one table per family (:data:`FAMILIES`), so that a learner's ``DecoderLM`` runs the real model:
+
+- :func:`config_from_hf`: ``config.json`` -> :class:`lessons_src.DecoderConfig`. Reads both the
+  ``rope_theta`` + ``rope_scaling`` of transformers 4 (most checkpoints on the Hub) and the
+  ``rope_parameters`` of transformers 5; refuses, by name, what the course does not implement
+  (mixtures of experts, partial rotary, YaRN, a family it has no table for).
+- :func:`from_pretrained`: ``(model, tokenizer)`` from a local folder or, where the Hub is reachable
+  (Colab), a model id. The weights load with ``safetensors``, strictly: a weight missing or left over is
+  named. ``model(input_ids)`` gives the logits ``(B, L, vocab)``.
+- :func:`save_pretrained`: a course model in the same format (as a Llama, Mistral, Qwen2, Qwen3 or GPT-2
+  checkpoint, whichever its switches are), so that ``transformers`` loads it.
+- :class:`Tokenizer`: ``tokenizer.json`` read by the ``tokenizers`` library (the ids transformers gives),
+  or a course :class:`lessons_src.CharTokenizer` written as one.
+
+Families: Llama (1 to 3.2, with Llama 3.1's rotary scaling; SmolLM2 is a Llama), Mistral (sliding window),
+Qwen 2.5 (biases on q/k/v), Qwen3 (its own ``head_dim``, QK-norm) and GPT-2. Each equals transformers' class
+in logits and in greedy decoding with the course's cache (``tests/test_pretrained.py``). Not yet: BERT,
+Gemma 2 and 3, DeepSeek's MLA (refused by name). Taught in the chapter "From the original block to a
+modern LLM block".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from .language_model import CharTokenizer
+from .llm import DecoderConfig, DecoderLM
+from .rotary import ROPE_SCALINGS, rope_layout_permutation
+
+__all__ = ["config_from_hf", "from_pretrained", "save_pretrained", "load_safetensors", "greedy", "Tokenizer",
+           "FAMILIES", "DEFAULT_MAX_LEN"]
+
+#: The longest sequence a loaded model reads unless ``max_len`` says otherwise: each layer keeps a rotary
+#: table of ``max_len`` rows, and Llama 3.2's 131,072 positions would take 16 MB of it per layer.
+DEFAULT_MAX_LEN = 4096
+
+# Fields of config.json that change nothing the forward computes (training, generation, bookkeeping).
+_IGNORED = {
+    "architectures", "model_type", "transformers_version", "torch_dtype", "dtype", "_name_or_path", "use_cache",
+    "bos_token_id", "eos_token_id", "pad_token_id", "initializer_range", "attention_dropout", "tokenizer_class",
+    "id2label", "label2id", "return_dict", "output_hidden_states", "output_attentions", "problem_type",
+    "chunk_size_feed_forward", "is_encoder_decoder", "pretraining_tp", "auto_map", "max_window_layers",
+    "resid_pdrop", "embd_pdrop", "attn_pdrop", "summary_activation", "summary_first_dropout",
+    "summary_proj_to_labels", "summary_type", "summary_use_proj", "task_specific_params", "n_ctx",
+    "reorder_and_upcast_attn", "tie_encoder_decoder", "prefix", "bad_words_ids",
+    "decoder_start_token_id", "sep_token_id", "unk_token_id", "transformers.js_config", "_attn_implementation",
+}
+_MIXTURES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss", "qwen3_next", "olmoe",
+             "llama4", "jamba", "dbrx", "granitemoe")
+_NOT_YET = {
+    "bert": "BERT (the encoder of the chapter \"The transformer encoder block\") has no loader yet",
+    "gemma": "Gemma has no loader yet (GeGLU, embeddings scaled by sqrt(d_model), 1 + weight norms)",
+    "gemma2": "Gemma 2 has no loader yet (sandwich norms, GeGLU, embedding scaling, final logit soft-capping)",
+    "gemma3": "Gemma 3 has no loader yet (sandwich norms, GeGLU, a second rotary base for its sliding layers)",
+    "gemma3_text": "Gemma 3 has no loader yet (sandwich norms, GeGLU, a second rotary base for its sliding layers)",
+}
+
+
+@dataclass(frozen=True)
+class Family:
+    """How one family's ``config.json`` and weights map onto the course's: the fields it reads (Hugging Face
+    name -> DecoderConfig name), the switches it fixes, and the function that renames its weights."""
+
+    names: dict[str, str]
+    switches: dict
+    rename: Callable[[dict[str, Tensor], DecoderConfig], dict[str, Tensor]]
+    defaults: dict  # the family's value of a field its config.json may leave out
+
+
+_LLAMA_NAMES = {"vocab_size": "vocab_size", "hidden_size": "d_model", "num_attention_heads": "num_heads",
+                "num_hidden_layers": "num_layers", "intermediate_size": "d_ff", "num_key_value_heads": "num_kv_heads",
+                "rms_norm_eps": "eps", "head_dim": "head_dim", "tie_word_embeddings": "tie_word_embeddings"}
+_LLAMA_SWITCHES = dict(norm="rms", placement="pre", ffn="swiglu", positions="rope", rope_layout="half", bias=False)
+
+
+def _rename_llama(state_dict: dict[str, Tensor], config: DecoderConfig) -> dict[str, Tensor]:
+    """Llama, Mistral, Qwen2, Qwen3: the course uses their names, below ``model.``."""
+    renamed = {name.removeprefix("model."): w for name, w in state_dict.items()
+               if not name.endswith("rotary_emb.inv_freq")}  # older checkpoints store the frequencies
+    if config.tie_word_embeddings:  # transformers ties them whatever the file holds
+        renamed["lm_head.weight"] = renamed.get("embed_tokens.weight")
+    return renamed
+
+
+def _rename_gpt2(state_dict: dict[str, Tensor], config: DecoderConfig) -> dict[str, Tensor]:
+    """GPT-2: ``c_attn`` holds W_Q, W_K, W_V side by side, and its Conv1D layers store ``(in, out)`` matrices,
+    the transpose of ``nn.Linear``'s. The causal-mask buffers of old checkpoints (``attn.bias``) are dropped."""
+    sd = {name.removeprefix("transformer."): w for name, w in state_dict.items()
+          if not name.endswith((".attn.bias", ".attn.masked_bias"))}
+    sd.pop("lm_head.weight", None)  # GPT-2 always ties it to wte
+    d = config.d_model
+    out = {"embed_tokens.weight": sd.pop("wte.weight", None), "embed_positions.weight": sd.pop("wpe.weight", None),
+           "norm.weight": sd.pop("ln_f.weight", None), "norm.bias": sd.pop("ln_f.bias", None)}
+    for i in range(config.num_layers):
+        h, layer = f"h.{i}.", f"layers.{i}."
+        qkv_w, qkv_b = sd.pop(h + "attn.c_attn.weight", None), sd.pop(h + "attn.c_attn.bias", None)
+        if qkv_w is not None and qkv_b is not None:
+            for j, proj in enumerate(("q_proj", "k_proj", "v_proj")):
+                out[f"{layer}self_attn.{proj}.weight"] = qkv_w[:, j * d:(j + 1) * d].t()
+                out[f"{layer}self_attn.{proj}.bias"] = qkv_b[j * d:(j + 1) * d]
+        for theirs, ours, transpose in (("attn.c_proj", "self_attn.o_proj", True), ("mlp.c_fc", "mlp.up_proj", True),
+                                        ("mlp.c_proj", "mlp.down_proj", True), ("ln_1", "input_layernorm", False),
+                                        ("ln_2", "post_attention_layernorm", False)):
+            weight = sd.pop(f"{h}{theirs}.weight", None)
+            out[f"{layer}{ours}.weight"] = None if weight is None else (weight.t() if transpose else weight)
+            out[f"{layer}{ours}.bias"] = sd.pop(f"{h}{theirs}.bias", None)
+    out["lm_head.weight"] = out["embed_tokens.weight"]
+    out = {name: w for name, w in out.items() if w is not None}  # a missing one is named by the strict load
+    out.update(sd)  # left over: named by the strict load
+    return out
+
+
+_GPT2_NAMES = {"vocab_size": "vocab_size", "n_embd": "d_model", "n_head": "num_heads", "n_layer": "num_layers",
+               "n_inner": "d_ff", "layer_norm_epsilon": "eps"}
+
+#: Every family :func:`config_from_hf` reads, by ``model_type``: one table each (SmolLM2 is ``"llama"``).
+FAMILIES: dict[str, Family] = {
+    "llama": Family(_LLAMA_NAMES, _LLAMA_SWITCHES, _rename_llama, dict(tie_word_embeddings=False)),
+    "mistral": Family(_LLAMA_NAMES, _LLAMA_SWITCHES, _rename_llama, dict(tie_word_embeddings=False)),
+    "qwen2": Family(_LLAMA_NAMES, dict(_LLAMA_SWITCHES, qkv_bias=True), _rename_llama,
+                    dict(tie_word_embeddings=False)),
+    "qwen3": Family(_LLAMA_NAMES, dict(_LLAMA_SWITCHES, qk_norm=True), _rename_llama,
+                    dict(tie_word_embeddings=False)),
+    "gpt2": Family(_GPT2_NAMES, dict(norm="layer", placement="pre", ffn="gelu_tanh", positions="learned", bias=True,
+                                     tie_word_embeddings=True), _rename_gpt2, {}),
+}
+
+
+def _read_config(source: dict | str | os.PathLike) -> dict:
+    if isinstance(source, dict):
+        return dict(source)
+    path = Path(source)
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        raise ValueError(f"config_from_hf: no config.json at {str(source)!r}")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _rope(hf: dict, where: str) -> tuple[float, dict | None]:
+    """(rope_base, rope_scaling) from either version's fields."""
+    parameters = hf.get("rope_parameters")
+    if isinstance(parameters, dict) and any(isinstance(v, dict) for v in parameters.values()):
+        raise ValueError(f"{where}: rope_parameters per layer type ({sorted(parameters)}) is Gemma 3's: "
+                         "not implemented")
+    if isinstance(parameters, dict):  # transformers 5: the base and the scaling in one dict
+        scaling = {k: v for k, v in parameters.items() if k != "rope_theta"}
+        base = parameters.get("rope_theta", hf.get("rope_theta", 10000.0))
+    else:  # transformers 4
+        scaling, base = dict(hf.get("rope_scaling") or {}), hf.get("rope_theta", 10000.0)
+    kind = scaling.pop("type", None) or scaling.get("rope_type", "default")  # old configs say "type"
+    scaling["rope_type"] = kind
+    partial = scaling.pop("partial_rotary_factor", hf.get("partial_rotary_factor"))
+    if partial not in (None, 1, 1.0):
+        raise ValueError(f"{where}: partial_rotary_factor={partial}: partial rotary is not implemented")
+    if kind == "default":
+        return float(base), None
+    if kind not in ROPE_SCALINGS:
+        raise ValueError(f"{where}: rope_type {kind!r} is not implemented (the course implements "
+                         f"{', '.join(map(repr, ROPE_SCALINGS))}; YaRN, dynamic NTK and LongRoPE are not)")
+    keep = {k: scaling[k] for k in ("rope_type", *ROPE_SCALINGS[kind]) if k in scaling}
+    return float(base), keep
+
+
+def config_from_hf(config: dict | str | os.PathLike, *, max_len: int | None = None) -> DecoderConfig:
+    """The :class:`lessons_src.DecoderConfig` of a Hugging Face ``config.json`` (a dict, the file, or its folder).
+
+    ``max_len``: the longest sequence the model will read, at most ``max_position_embeddings``; by default
+    that or :data:`DEFAULT_MAX_LEN`, whichever is less. A sliding window at least ``max_len`` wide is
+    dropped (every query would see all its keys anyway). A field that changes the computation and that the
+    course does not implement is refused by name; a field this module does not know is named in a warning.
+    Taught in the chapter "From the original block to a modern LLM block".
+    """
+    where = "config_from_hf"
+    hf = _read_config(config)
+    kind = hf.get("model_type")
+    if kind in _MIXTURES:
+        dense = kind in ("deepseek_v2", "deepseek_v3") and hf.get("first_k_dense_replace", 0) >= hf.get(
+            "num_hidden_layers", 1)
+        raise ValueError(f"{where}: model_type {kind!r} " + (
+            "is dense here (first_k_dense_replace covers every layer, though the config lists experts), but "
+            "DeepSeek's latent attention has no loader yet" if dense else
+            "has mixture-of-experts layers, which the course does not implement"))
+    if kind in _NOT_YET:
+        raise ValueError(f"{where}: {_NOT_YET[kind]}")
+    if kind not in FAMILIES:
+        raise ValueError(f"{where}: model_type {kind!r} is not a family the course reads; it reads "
+                         f"{', '.join(map(repr, FAMILIES))} (SmolLM2 is 'llama')")
+    family = FAMILIES[kind]
+    fields = {ours: hf[theirs] for theirs, ours in family.names.items() if hf.get(theirs) is not None}
+    for name, value in family.defaults.items():
+        fields.setdefault(name, value)
+    fields.update(family.switches)
+    read = set(family.names) | {"max_position_embeddings", "n_positions", "rope_theta", "rope_scaling",
+                                "rope_parameters", "partial_rotary_factor"}
+    refused = _refusals(kind, hf)
+    if refused:
+        raise ValueError(f"{where}: this {kind} checkpoint sets {refused}, which the course does not implement")
+    read |= _CHECKED.get(kind, set()) | _CHECKED["all"]
+    if fields.get("positions") == "rope":
+        fields["rope_base"], fields["rope_scaling"] = _rope(hf, where)
+    longest = hf.get("max_position_embeddings", hf.get("n_positions"))
+    if not isinstance(longest, int):
+        raise ValueError(f"{where}: config.json gives no max_position_embeddings (or n_positions)")
+    fields["max_len"] = min(longest, DEFAULT_MAX_LEN) if max_len is None else max_len
+    if fields["max_len"] > longest:
+        raise ValueError(f"{where}: max_len={max_len} is beyond the checkpoint's {longest} positions")
+    window = hf.get("sliding_window") if kind == "mistral" else None
+    if window is not None and window < fields["max_len"]:
+        fields["sliding_window"] = window
+    unknown = sorted(k for k in hf if k not in read and k not in _IGNORED)
+    if unknown:
+        warnings.warn(f"{where}: config.json fields not read (they may change nothing): {unknown}", stacklevel=2)
+    return DecoderConfig(**fields)
+
+
+# Fields read only to check that they hold the value the course implements.
+_CHECKED = {"all": {"hidden_act", "activation_function", "attention_bias", "mlp_bias", "use_sliding_window",
+                    "sliding_window", "layer_types", "scale_attn_weights", "scale_attn_by_inverse_layer_idx",
+                    "add_cross_attention", "head_dim", "tie_word_embeddings"}}
+
+
+def _refusals(kind: str, hf: dict) -> dict:
+    """The fields of ``hf`` whose values the course does not implement, with those values."""
+    wrong = {}
+    if kind == "gpt2":
+        if hf.get("activation_function", "gelu_new") not in ("gelu_new", "gelu_pytorch_tanh"):
+            wrong["activation_function"] = hf["activation_function"]
+        for name, value in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
+                            ("add_cross_attention", False), ("tie_word_embeddings", True)):
+            if hf.get(name, value) != value:
+                wrong[name] = hf[name]
+        return wrong
+    if hf.get("hidden_act", "silu") != "silu":
+        wrong["hidden_act"] = hf["hidden_act"]
+    for name in ("attention_bias", "mlp_bias"):  # Llama's and Qwen3's: biases on q, k, v and o (or the MLP)
+        if hf.get(name):
+            wrong[name] = hf[name]
+    if kind in ("qwen2", "qwen3") and hf.get("use_sliding_window"):
+        wrong["use_sliding_window"] = True
+    types = hf.get("layer_types")
+    if types and any(t != "full_attention" for t in types) and kind != "mistral":
+        wrong["layer_types"] = sorted(set(types))
+    return wrong
+
+
+def load_safetensors(folder: str | os.PathLike) -> dict[str, Tensor]:
+    """Every tensor of a checkpoint folder's ``*.safetensors`` (one file, or the shards its
+    ``model.safetensors.index.json`` lists), by name, as stored. Taught in the chapter "From the original
+    block to a modern LLM block"."""
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        files = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+    else:
+        files = [p.name for p in sorted(folder.glob("*.safetensors"))]
+    if not files:
+        raise ValueError(f"load_safetensors: no *.safetensors in {str(folder)!r} (a checkpoint saved as "
+                         "pytorch_model.bin must be converted first; the course reads safetensors only)")
+    weights: dict[str, Tensor] = {}
+    for name in files:
+        for key, tensor in load_file(folder / name).items():
+            if key in weights:
+                raise ValueError(f"load_safetensors: {key!r} is in two files of {str(folder)!r}")
+            weights[key] = tensor
+    return weights
+
+
+class Tokenizer:
+    """A ``tokenizer.json`` read by the ``tokenizers`` library: ``encode(text)`` gives the ids transformers'
+    tokenizer gives (with the special tokens the file adds, such as a beginning-of-text id), ``decode(ids)``
+    the text. Taught in the chapter "From the original block to a modern LLM block".
+    """
+
+    def __init__(self, tokenizer) -> None:
+        self.backend = tokenizer
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike) -> Tokenizer:
+        try:
+            from tokenizers import Tokenizer as Backend
+        except ImportError as error:
+            raise ImportError("Tokenizer: reading tokenizer.json needs the 'tokenizers' package (pip install "
+                              "tokenizers; Colab has it)") from error
+        return cls(Backend.from_file(str(path)))
+
+    @classmethod
+    def from_char_tokenizer(cls, chars: CharTokenizer) -> Tokenizer:
+        """A course :class:`lessons_src.CharTokenizer` as a ``tokenizers`` one: one id per character, the same ids."""
+        from tokenizers import Regex, decoders, models, pre_tokenizers
+        from tokenizers import Tokenizer as Backend
+
+        if not isinstance(chars, CharTokenizer):
+            raise ValueError(f"Tokenizer.from_char_tokenizer: expected a CharTokenizer, got {type(chars).__name__}")
+        backend = Backend(models.WordLevel({c: i for i, c in enumerate(chars.chars)}, unk_token=chars.chars[0]))
+        backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # every character
+        backend.decoder = decoders.Fuse()  # the characters back together, no spaces between
+        return cls(backend)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.backend.get_vocab_size()
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        if not isinstance(text, str):
+            raise ValueError(f"Tokenizer.encode: text must be a str, got {type(text).__name__}")
+        return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def decode(self, ids: list[int] | Tensor, skip_special_tokens: bool = False) -> str:
+        ids = ids.tolist() if isinstance(ids, Tensor) else list(ids)
+        return self.backend.decode(ids, skip_special_tokens=skip_special_tokens)
+
+    def save(self, path: str | os.PathLike) -> None:
+        self.backend.save(str(path))
+
+    def __repr__(self) -> str:
+        return f"Tokenizer(vocab_size={self.vocab_size})"
+
+
+def _resolve(path_or_id: str | os.PathLike, revision: str | None) -> Path:
+    path = Path(path_or_id)
+    if path.is_dir():
+        return path
+    name = str(path_or_id)
+    if path.exists() or name.count("/") != 1 or name.startswith((".", "/")):
+        raise ValueError(f"from_pretrained: {name!r} is not a checkpoint folder here, nor a Hub id ('org/name')")
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError as error:
+        raise ValueError(f"from_pretrained: {name!r} is not a folder here, and fetching it from the Hugging Face "
+                         "Hub needs the 'huggingface_hub' package (pip install huggingface_hub; Colab has it)") from error
+    try:
+        return Path(snapshot_download(name, revision=revision,
+                                      allow_patterns=["config.json", "*.safetensors", "*.safetensors.index.json",
+                                                      "tokenizer.json"]))
+    except Exception as error:  # no network, no such model, a gated model without a token
+        raise ValueError(f"from_pretrained: {name!r} is not a folder here, and the Hub did not give it: "
+                         f"{type(error).__name__}: {error}") from error
+
+
+def from_pretrained(path_or_id: str | os.PathLike, *, dtype: torch.dtype | None = torch.float32,
+                    max_len: int | None = None, revision: str | None = None) -> tuple[DecoderLM, Tokenizer | None]:
+    """``(model, tokenizer)`` of a Hugging Face checkpoint: a local folder, or a model id fetched from the Hub.
+
+    ``model`` is the course's own :class:`lessons_src.DecoderLM` (no transformers class in it) with the
+    checkpoint's weights in ``dtype`` (float32 by default: real checkpoints are stored in bfloat16, which a
+    CPU computes slowly and coarsely; ``None`` keeps the stored dtype), in eval mode. ``tokenizer`` is a
+    :class:`Tokenizer` of the folder's ``tokenizer.json``, or None when there is none. ``max_len``: see
+    :func:`config_from_hf`. Taught in the chapter "From the original block to a modern LLM block".
+    """
+    folder = _resolve(path_or_id, revision)
+    hf = _read_config(folder)
+    config = config_from_hf(hf, max_len=max_len)
+    weights = load_safetensors(folder)
+    renamed = FAMILIES[hf["model_type"]].rename(weights, config)
+    stored = next(iter(weights.values())).dtype
+    with torch.device("meta"):
+        model = DecoderLM(config)
+    model = model.to_empty(device="cpu").to(stored if dtype is None else dtype)
+    _load_strictly(model, renamed, folder)
+    for module in model.modules():  # the rotary tables and position buffers were made on "meta"
+        _rebuild_buffers(module, config)
+    tokenizer_file = folder / "tokenizer.json"
+    tokenizer = Tokenizer.from_file(tokenizer_file) if tokenizer_file.is_file() else None
+    return model.eval(), tokenizer
+
+
+def _load_strictly(model: DecoderLM, weights: dict[str, Tensor], folder: Path) -> None:
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(weights))
+    extra = sorted(set(weights) - set(expected))
+    wrong = [f"{name}: checkpoint {tuple(weights[name].shape)}, model {tuple(expected[name].shape)}"
+             for name in expected if name in weights and weights[name].shape != expected[name].shape]
+    if missing or extra or wrong:
+        raise ValueError(f"from_pretrained: the weights in {str(folder)!r} do not fit the model its config.json "
+                         f"describes: missing {missing[:6]}{' ...' if len(missing) > 6 else ''}, left over "
+                         f"{extra[:6]}{' ...' if len(extra) > 6 else ''}, wrong shape {wrong[:3]}")
+    model.load_state_dict(weights, strict=True)
+    if model.config.tie_word_embeddings:
+        model.lm_head.weight = model.embed_tokens.weight
+
+
+def _rebuild_buffers(module: torch.nn.Module, config: DecoderConfig) -> None:
+    """Buffers that are computed, not stored (rotary tables, sinusoidal positions), computed again on the CPU."""
+    from .llm import Attention
+    from .rotary import rope_frequencies
+
+    if isinstance(module, Attention) and config.positions == "rope":
+        cos, sin = rope_frequencies(config.head_dim, config.max_len, base=config.rope_base,
+                                    scaling=config.rope_scaling)
+        module.rope_cos, module.rope_sin = cos, sin
+
+
+def _family_of(config: DecoderConfig) -> str:
+    """The Hugging Face family whose class computes what ``config`` computes, or a ValueError naming why none does."""
+    c = config
+    todays = {name: getattr(c, name) for name in ("norm_plus_one", "query_pre_attn_scalar", "attn_logit_softcapping",
+                                                    "sinks", "attn_output_gate") if getattr(c, name)}
+    if todays:
+        raise ValueError(f"save_pretrained: no family save_pretrained writes has {todays} (Gemma's and gpt-oss's "
+                         "switches)")
+    if (c.norm, c.placement, c.ffn, c.positions, c.bias) == ("layer", "pre", "gelu_tanh", "learned", True):
+        if c.kv_heads != c.num_heads or c.head_dim * c.num_heads != c.d_model or not c.tie_word_embeddings \
+                or c.qk_norm or c.sliding_window or c.qkv_bias is False:
+            raise ValueError("save_pretrained: a GPT-2 has as many KV heads as heads, head_dim = d_model / num_heads, "
+                             "tied embeddings, no QK-norm and no sliding window")
+        return "gpt2"
+    llama = {k: v for k, v in _LLAMA_SWITCHES.items() if k != "rope_layout"}
+    wrong = {k: getattr(c, k) for k, v in llama.items() if getattr(c, k) != v}
+    if wrong:
+        raise ValueError(f"save_pretrained: a Llama-style checkpoint needs {llama}, and a GPT-2 one norm='layer', "
+                         f"placement='pre', ffn='gelu_tanh', positions='learned', bias=True; this model has {wrong}")
+    if c.layer_types is not None and c.sliding_window is not None and "full_attention" in c.layer_types:
+        raise ValueError("save_pretrained: interleaved sliding and global layers (layer_types) are Gemma's and "
+                         "gpt-oss's, not written here")
+    if c.qk_norm:
+        if c.qkv_bias or c.sliding_window:
+            raise ValueError("save_pretrained: Qwen3 (QK-norm) has no q/k/v biases and no sliding window here")
+        return "qwen3"
+    if c.qkv_bias:
+        if c.sliding_window:
+            raise ValueError("save_pretrained: Qwen2 (q/k/v biases) with a sliding window is not written here")
+        return "qwen2"
+    return "mistral" if c.sliding_window else "llama"
+
+
+def _hf_config(config: DecoderConfig, family: str) -> dict:
+    c = config
+    if family == "gpt2":
+        return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": c.vocab_size,
+                "n_embd": c.d_model, "n_head": c.num_heads, "n_layer": c.num_layers, "n_positions": c.max_len,
+                "n_inner": c.hidden, "layer_norm_epsilon": c.eps, "activation_function": "gelu_new",
+                "tie_word_embeddings": True, "scale_attn_weights": True, "bos_token_id": None, "eos_token_id": None}
+    architecture = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                    "qwen3": "Qwen3ForCausalLM"}[family]
+    hf = {"architectures": [architecture], "model_type": family, "vocab_size": c.vocab_size,
+          "hidden_size": c.d_model, "num_attention_heads": c.num_heads, "num_key_value_heads": c.kv_heads,
+          "num_hidden_layers": c.num_layers, "intermediate_size": c.hidden, "head_dim": int(c.head_dim),
+          "rms_norm_eps": c.eps, "max_position_embeddings": c.max_len, "hidden_act": "silu",
+          "tie_word_embeddings": c.tie_word_embeddings, "rope_theta": float(c.rope_base),
+          "rope_scaling": c.rope_scaling, "bos_token_id": None, "eos_token_id": None}
+    if family in ("llama", "qwen3"):
+        hf.update(attention_bias=False)
+    if family == "llama":
+        hf.update(mlp_bias=False)
+    if family == "mistral":
+        hf["sliding_window"] = c.sliding_window
+    if family in ("qwen2", "qwen3"):
+        hf.update(use_sliding_window=False, sliding_window=None)
+    return hf
+
+
+def _hf_weights(model: DecoderLM, family: str) -> dict[str, Tensor]:
+    c = model.config
+    weights = {name: w.detach() for name, w in model.state_dict().items()}
+    if family == "gpt2":
+        out = {"transformer.wte.weight": weights["embed_tokens.weight"],
+               "transformer.wpe.weight": weights["embed_positions.weight"],
+               "transformer.ln_f.weight": weights["norm.weight"], "transformer.ln_f.bias": weights["norm.bias"]}
+        for i in range(c.num_layers):
+            h, layer = f"transformer.h.{i}.", f"layers.{i}."
+            attn = [weights[f"{layer}self_attn.{p}_proj.weight"].t() for p in "qkv"]
+            out[h + "attn.c_attn.weight"] = torch.cat(attn, dim=1)
+            out[h + "attn.c_attn.bias"] = torch.cat([weights[f"{layer}self_attn.{p}_proj.bias"] for p in "qkv"])
+            for theirs, ours, transpose in (("attn.c_proj", "self_attn.o_proj", True),
+                                            ("mlp.c_fc", "mlp.up_proj", True), ("mlp.c_proj", "mlp.down_proj", True),
+                                            ("ln_1", "input_layernorm", False),
+                                            ("ln_2", "post_attention_layernorm", False)):
+                weight = weights[f"{layer}{ours}.weight"]
+                out[f"{h}{theirs}.weight"] = weight.t() if transpose else weight
+                out[f"{h}{theirs}.bias"] = weights[f"{layer}{ours}.bias"]
+        return out
+    if c.rope_layout == "interleaved":  # Hugging Face's classes rotate halves: reorder each head's features
+        order = rope_layout_permutation(c.head_dim)
+        for name in list(weights):
+            if name.endswith(("q_proj.weight", "k_proj.weight", "q_proj.bias", "k_proj.bias")):
+                w = weights[name]
+                weights[name] = w.view(-1, c.head_dim, *w.shape[1:])[:, order].reshape(w.shape)
+            elif name.endswith(("q_norm.weight", "k_norm.weight")):
+                weights[name] = weights[name][order]
+    out = {(name if name == "lm_head.weight" else "model." + name): w for name, w in weights.items()}
+    if c.tie_word_embeddings:
+        del out["lm_head.weight"]  # written once, as transformers writes a tied checkpoint
+    return out
+
+
+def save_pretrained(model: DecoderLM, folder: str | os.PathLike, tokenizer: Tokenizer | CharTokenizer | None = None
+                    ) -> str:
+    """Write ``model`` as a Hugging Face checkpoint folder (``config.json``, ``model.safetensors`` and, with a
+    tokenizer, ``tokenizer.json``), in the family its switches match; returns that family's ``model_type``.
+
+    A Llama-style model (RMSNorm, pre-norm, SwiGLU, rotary, no biases) becomes a Llama, or a Mistral with a
+    sliding window, a Qwen2 with q/k/v biases, a Qwen3 with QK-norm; a pre-LN GPT-2-style one (LayerNorm,
+    tanh GELU, learned positions, biases, tied embeddings) a GPT-2. Rotary pairs in the interleaved layout
+    are reordered to Hugging Face's rotate-half (the same scores, :func:`lessons_src.rope_layout_permutation`).
+    Anything else is refused, naming the switches no family has. Taught in the chapter "From the original
+    block to a modern LLM block".
+    """
+    from safetensors.torch import save_file
+
+    if not isinstance(model, DecoderLM):
+        raise ValueError(f"save_pretrained: model must be a lessons_src.DecoderLM, got {type(model).__name__}")
+    family = _family_of(model.config)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    hf = _hf_config(model.config, family)
+    hf["torch_dtype"] = str(model.embed_tokens.weight.dtype).removeprefix("torch.")
+    (folder / "config.json").write_text(json.dumps(hf, indent=2) + "\n", encoding="utf-8")
+    weights = {name: w.contiguous().clone() for name, w in _hf_weights(model, family).items()}
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    if tokenizer is not None:
+        if isinstance(tokenizer, CharTokenizer):
+            tokenizer = Tokenizer.from_char_tokenizer(tokenizer)
+        if not isinstance(tokenizer, Tokenizer):
+            raise ValueError(f"save_pretrained: tokenizer must be a Tokenizer or CharTokenizer, got "
+                             f"{type(tokenizer).__name__}")
+        tokenizer.save(folder / "tokenizer.json")
+    return family
+
+
+def greedy(model: DecoderLM, ids: list[int] | Tensor, new_tokens: int) -> list[int]:
+    """``ids`` and ``new_tokens`` more, each the likeliest next token, decoded one at a time with the model's
+    KV caches (:meth:`lessons_src.DecoderLM.new_caches`). Taught in the chapter "From the original block to a
+    modern LLM block"."""
+    ids = torch.as_tensor(ids, dtype=torch.long).view(1, -1)
+    if ids.size(1) + new_tokens > model.config.max_len:
+        raise ValueError(f"greedy: {ids.size(1)} + {new_tokens} tokens is more than max_len={model.config.max_len}")
+    caches = model.new_caches()
+    out = ids[0].tolist()
+    with torch.no_grad():
+        logits = model(ids, caches)[:, -1]
+        for _ in range(new_tokens):
+            out.append(int(logits.argmax(-1)))
+            logits = model(torch.tensor([[out[-1]]]), caches)[:, -1]
+    return out
+

@@ -1,0 +1,308 @@
+"""Real checkpoints on the course's code (lessons_src.pretrained): for each family, a tiny random checkpoint that
+transformers itself writes (save_pretrained: config.json, model.safetensors) next to a small trained tokenizer,
+loaded through the entry point a learner uses; logits equal to transformers' class in float64 (1e-5) and greedy
+decoding with the course's KV cache equal to transformers' token for token. Then the other way: course models
+written by lessons_src.save_pretrained and read by transformers. Offline: nothing is downloaded.
+
+Hugging Face computes its RMSNorms and rotary angles in float32 even in a float64 model, hence 1e-5 (GPT-2's class
+has no float32 step, and there the two agree to 1e-12). Weights are random at std 0.2, logits up to about 5
+(std 0.02 puts every score near 0, where a wrong scale or rotary hardly shows; at std 0.3, logits up to 10, Llama
+3's float32 rounding alone reaches 1.3e-5).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import warnings
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from lessons_src import DecoderConfig, DecoderLM, course_text
+from lessons_src.pretrained import (
+    DEFAULT_MAX_LEN,
+    Tokenizer,
+    config_from_hf,
+    from_pretrained,
+    greedy,
+    load_safetensors,
+    save_pretrained,
+)
+
+transformers = pytest.importorskip("transformers")  # the dev extra; the course package never imports it
+
+TOL = {"atol": 1e-5, "rtol": 1e-5}
+VOCAB, D, HEADS, KV_HEADS, LAYERS, MAX_LEN = 320, 32, 4, 2, 2, 48
+SIZES = dict(vocab_size=VOCAB, hidden_size=D, intermediate_size=72, num_hidden_layers=LAYERS,
+             num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, max_position_embeddings=MAX_LEN,
+             rms_norm_eps=1e-6, attn_implementation="eager")
+LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+               "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+
+
+def _families():
+    t = transformers
+    return {
+        # Llama 3.1-style: its rotary scaling (original context 16, so that every band of the blend is used).
+        "llama3": lambda: t.LlamaForCausalLM(t.LlamaConfig(**SIZES, rope_parameters=LLAMA3_ROPE)),
+        "smollm2": lambda: t.LlamaForCausalLM(t.LlamaConfig(**SIZES, tie_word_embeddings=True,
+                                                            rope_parameters={"rope_type": "default",
+                                                                             "rope_theta": 100000.0})),
+        "mistral": lambda: t.MistralForCausalLM(t.MistralConfig(**SIZES, sliding_window=8)),
+        "qwen2.5": lambda: t.Qwen2ForCausalLM(t.Qwen2Config(**SIZES, tie_word_embeddings=True,
+                                                           rope_parameters={"rope_type": "default",
+                                                                            "rope_theta": 1000000.0})),
+        # Qwen3's own head_dim: 4 heads of 16 on a model of width 32.
+        "qwen3": lambda: t.Qwen3ForCausalLM(t.Qwen3Config(**SIZES, head_dim=16)),
+        "gpt2": lambda: t.GPT2LMHeadModel(t.GPT2Config(vocab_size=VOCAB, n_embd=D, n_head=HEADS, n_layer=LAYERS,
+                                                       n_positions=MAX_LEN, bos_token_id=0, eos_token_id=0,
+                                                       attn_implementation="eager")),
+    }
+
+
+def _randomize(model, seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=g, dtype=p.dtype)
+            p.copy_(1 + 0.5 * noise if "norm" in name or ".ln_" in name else 0.2 * noise)
+
+
+@pytest.fixture(scope="module")
+def tokenizer_file(tmp_path_factory):
+    """A byte-level BPE tokenizer (the 256 bytes, a beginning-of-text id, merges up to VOCAB ids) trained on the
+    course's text, as tokenizer.json."""
+    from tokenizers import Tokenizer as Backend
+    from tokenizers import decoders, models, pre_tokenizers, processors, trainers
+
+    backend = Backend(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=["<|bos|>"], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    backend.train_from_iterator([course_text()[:20000]], trainer)
+    backend.post_processor = processors.TemplateProcessing(single="<|bos|> $A", special_tokens=[("<|bos|>", 0)])
+    path = tmp_path_factory.mktemp("tokenizer") / "tokenizer.json"
+    backend.save(str(path))
+    assert backend.get_vocab_size() <= VOCAB
+    return path
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory, tokenizer_file):
+    """family -> (folder written by transformers' save_pretrained, the transformers model, float64)."""
+    out = {}
+    for seed, (family, make) in enumerate(_families().items()):
+        torch.manual_seed(seed)
+        hf = make().to(torch.float64).eval()
+        _randomize(hf, seed)
+        folder = tmp_path_factory.mktemp(family)
+        hf.save_pretrained(folder)
+        (folder / "tokenizer.json").write_bytes(tokenizer_file.read_bytes())
+        out[family] = folder, hf
+    return out
+
+
+FAMILY_NAMES = ["llama3", "smollm2", "mistral", "qwen2.5", "qwen3", "gpt2"]
+
+
+def _greedy_hf(hf, ids: list[int], new_tokens: int) -> list[int]:
+    sequence = torch.tensor([ids])
+    with torch.no_grad():
+        for _ in range(new_tokens):
+            sequence = torch.cat([sequence, hf(input_ids=sequence).logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return sequence[0].tolist()
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_a_checkpoint_written_by_transformers_loads_and_decodes_alike(family, checkpoints):
+    folder, hf = checkpoints[family]
+    model, tokenizer = from_pretrained(folder, dtype=torch.float64)
+    assert type(model) is DecoderLM and not any("transformers" in type(m).__module__ for m in model.modules())
+    ids = tokenizer.encode("The attention of each head reads the keys.")[:MAX_LEN]
+    tokens = torch.tensor([ids, ids[::-1]])[:, :24]
+    with torch.no_grad():
+        expected = hf(input_ids=tokens).logits  # (B, L, V)
+        assert expected.abs().max() > 1, "the logits should be far from 0, or a mistake could hide"
+        assert_close(model(tokens), expected, **(TOL if family != "gpt2" else {"atol": 1e-12, "rtol": 1e-12}))
+    prompt = ids[:6]
+    assert greedy(model, prompt, MAX_LEN - 6) == _greedy_hf(hf, prompt, MAX_LEN - 6)
+
+
+def test_the_families_set_what_makes_them_differ(checkpoints):
+    configs = {family: from_pretrained(checkpoints[family][0])[0].config for family in FAMILY_NAMES}
+    assert configs["llama3"].rope_scaling == {k: v for k, v in LLAMA3_ROPE.items() if k != "rope_theta"}
+    assert configs["llama3"].rope_base == 500000.0 and configs["qwen2.5"].rope_base == 1000000.0
+    assert configs["smollm2"].tie_word_embeddings and not configs["llama3"].tie_word_embeddings
+    assert configs["mistral"].sliding_window == 8 and configs["mistral"].layer_types is None
+    assert configs["qwen2.5"].qkv_bias and not configs["qwen2.5"].bias
+    assert configs["qwen3"].qk_norm and configs["qwen3"].head_dim == 16 and configs["qwen3"].d_model == 32
+    assert (configs["gpt2"].norm, configs["gpt2"].ffn, configs["gpt2"].positions) == ("layer", "gelu_tanh", "learned")
+
+
+def test_the_tokenizer_gives_the_ids_transformers_gives(tokenizer_file):
+    from transformers import PreTrainedTokenizerFast
+
+    ours = Tokenizer.from_file(tokenizer_file)
+    theirs = PreTrainedTokenizerFast(tokenizer_file=str(tokenizer_file))
+    for text in ("The attention of each head.", "  two spaces, a tab\tand a newline\n", "ünïcödé ✓"):
+        assert ours.encode(text) == theirs(text)["input_ids"]
+        assert ours.encode(text)[0] == 0, "the file's post-processor adds the beginning-of-text id"
+        assert ours.decode(ours.encode(text, add_special_tokens=False)) == text
+
+
+def test_a_transformers_4_config_reads_as_its_version_5_form(checkpoints, tmp_path):
+    """Most checkpoints on the Hub were written by transformers 4: rope_theta and rope_scaling ("type" in the oldest)."""
+    folder, _ = checkpoints["llama3"]
+    v5 = json.loads((folder / "config.json").read_text())
+    v4 = {k: v for k, v in v5.items() if k != "rope_parameters"}
+    scaling = {k: v for k, v in LLAMA3_ROPE.items() if k not in ("rope_theta", "rope_type")}
+    v4.update(rope_theta=500000.0, rope_scaling={"type": "llama3", **scaling})
+    assert config_from_hf(v4) == config_from_hf(v5)
+    assert config_from_hf({**v4, "rope_scaling": None}).rope_scaling is None
+
+
+def test_max_len_and_a_window_wider_than_it(checkpoints):
+    folder, _ = checkpoints["mistral"]
+    hf = json.loads((folder / "config.json").read_text())
+    assert config_from_hf(hf).max_len == MAX_LEN
+    assert config_from_hf({**hf, "max_position_embeddings": 131072}).max_len == DEFAULT_MAX_LEN
+    assert config_from_hf(hf, max_len=8).sliding_window is None, "a window as wide as max_len is no window"
+    with pytest.raises(ValueError, match="max_len=64 is beyond the checkpoint's 48 positions"):
+        config_from_hf(hf, max_len=64)
+
+
+# --- What the course does not implement is refused by name ---------------------------------------------------
+
+def _llama(**changes):
+    return {"model_type": "llama", "vocab_size": 10, "hidden_size": 16, "num_attention_heads": 2,
+            "num_hidden_layers": 1, "intermediate_size": 32, "max_position_embeddings": 32, **changes}
+
+
+@pytest.mark.parametrize("hf, message", [
+    (_llama(model_type="mixtral"), "'mixtral' has mixture-of-experts layers"),
+    (_llama(model_type="qwen3_moe"), "'qwen3_moe' has mixture-of-experts layers"),
+    (_llama(model_type="deepseek_v3", first_k_dense_replace=1), "is dense here .* latent attention has no loader"),
+    (_llama(model_type="deepseek_v3", first_k_dense_replace=0), "'deepseek_v3' has mixture-of-experts layers"),
+    (_llama(model_type="gemma2"), "Gemma 2 has no loader yet .*soft-capping"),
+    (_llama(model_type="gemma3_text"), "a second rotary base"),
+    (_llama(model_type="bert"), "BERT .* has no loader yet"),
+    (_llama(model_type="falcon"), "model_type 'falcon' is not a family the course reads"),
+    (_llama(rope_scaling={"rope_type": "yarn", "factor": 4.0}), "rope_type 'yarn' is not implemented"),
+    (_llama(rope_scaling={"rope_type": "dynamic", "factor": 2.0}), "rope_type 'dynamic' is not implemented"),
+    (_llama(partial_rotary_factor=0.5), "partial rotary is not implemented"),
+    (_llama(rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.25}),
+     "partial rotary is not implemented"),
+    (_llama(hidden_act="gelu"), r"sets \{'hidden_act': 'gelu'\}"),
+    (_llama(attention_bias=True), "'attention_bias': True"),
+    (_llama(mlp_bias=True), "'mlp_bias': True"),
+    ({**_llama(), "model_type": "qwen2", "use_sliding_window": True}, "'use_sliding_window': True"),
+    ({"model_type": "gpt2", "vocab_size": 10, "n_embd": 16, "n_head": 2, "n_layer": 1, "n_positions": 32,
+      "scale_attn_by_inverse_layer_idx": True}, "'scale_attn_by_inverse_layer_idx': True"),
+    ({"model_type": "gemma3_text", "rope_parameters": {"full_attention": {}, "sliding_attention": {}}},
+     "a second rotary base"),
+])
+def test_what_the_course_does_not_implement_is_refused_by_name(hf, message):
+    with pytest.raises(ValueError, match=message):
+        config_from_hf(hf)
+
+
+def test_a_field_it_does_not_know_is_named():
+    with pytest.warns(UserWarning, match=r"fields not read .*\['quantization_config'\]"):
+        config_from_hf(_llama(quantization_config={"quant_method": "gptq"}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a config written by transformers itself: every field known
+        config_from_hf(transformers.LlamaConfig(**{k: v for k, v in SIZES.items() if k != "attn_implementation"}
+                                                ).to_dict())
+
+
+def test_weights_that_do_not_fit_are_named(checkpoints, tmp_path):
+    from safetensors.torch import save_file
+
+    folder, _ = checkpoints["qwen3"]
+    weights = load_safetensors(folder)
+    (tmp_path / "config.json").write_bytes((folder / "config.json").read_bytes())
+    broken = {k: v for k, v in weights.items() if "layers.1.self_attn.k_norm" not in k}
+    broken["model.layers.0.self_attn.extra.weight"] = torch.zeros(2)
+    save_file(broken, tmp_path / "model.safetensors")
+    with pytest.raises(ValueError, match=r"missing \['layers.1.self_attn.k_norm.weight'\], left over "
+                                         r"\['layers.0.self_attn.extra.weight'\]"):
+        from_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="no .*safetensors"):
+        (tmp_path / "model.safetensors").unlink()
+        from_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="is not a checkpoint folder here, nor a Hub id"):
+        from_pretrained(tmp_path / "nowhere")
+
+
+# --- The other way: course models that transformers reads -----------------------------------------------------
+
+COURSE_MODELS = {
+    "llama": dict(),  # the course's default layout: interleaved pairs, reordered when written
+    "mistral": dict(sliding_window=6, rope_layout="half"),
+    "qwen2": dict(qkv_bias=True, tie_word_embeddings=True),
+    "qwen3": dict(qk_norm=True, head_dim=12, rope_scaling=dict(LLAMA3_ROPE, rope_type="llama3")),
+    "gpt2": dict(norm="layer", ffn="gelu_tanh", positions="learned", bias=True, tie_word_embeddings=True,
+                 num_kv_heads=None),
+}
+
+
+@pytest.mark.parametrize("family", sorted(COURSE_MODELS))
+def test_a_course_model_saved_loads_in_transformers_alike(family, tmp_path):
+    switches = dict(norm="rms", placement="pre", ffn="swiglu", positions="rope", bias=False, num_kv_heads=2)
+    switches |= COURSE_MODELS[family]
+    if family == "qwen3":
+        switches["rope_scaling"] = {k: v for k, v in LLAMA3_ROPE.items() if k != "rope_theta"}
+    torch.manual_seed(0)
+    ours = DecoderLM(DecoderConfig(vocab_size=VOCAB, d_model=D, num_heads=HEADS, num_layers=LAYERS, max_len=MAX_LEN,
+                                   **switches)).double().eval()
+    _randomize(ours, 1)
+    assert save_pretrained(ours, tmp_path) == family
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float64).eval()
+    tokens = torch.randint(0, VOCAB, (2, MAX_LEN), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        assert_close(theirs(input_ids=tokens).logits, ours(tokens), **TOL)
+    again, _ = from_pretrained(tmp_path, dtype=torch.float64)
+    with torch.no_grad():
+        assert_close(again(tokens), ours(tokens), **TOL)
+
+
+def test_a_zoo_model_and_its_characters_round_trip(tmp_path):
+    """A trained course model (the zoo's code-llama) and its CharTokenizer, read by transformers."""
+    from transformers import PreTrainedTokenizerFast
+
+    from lessons_src import zoo
+
+    model, chars, _ = zoo.load("code-llama")
+    save_pretrained(model, tmp_path, chars)
+    text = "def forward(self, x):\n\treturn x  # 'ü' is not in the vocabulary"
+    known = "".join(c for c in text if c in chars.ids)
+    ids = chars.encode(known).tolist()
+    loaded = Tokenizer.from_file(tmp_path / "tokenizer.json")
+    assert loaded.encode(known) == ids == PreTrainedTokenizerFast(
+        tokenizer_file=str(tmp_path / "tokenizer.json"))(known)["input_ids"]
+    assert loaded.decode(ids) == known
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        assert_close(theirs(input_ids=torch.tensor([ids])).logits, model(torch.tensor([ids])), atol=1e-4, rtol=1e-4)
+
+
+def test_what_no_family_computes_is_not_saved(tmp_path):
+    for switches, message in ((dict(placement="post"), "a Llama-style checkpoint needs"),
+                              (dict(norm="rms", placement="pre", ffn="swiglu", positions="rope", bias=False,
+                                    sinks=True), "no family save_pretrained writes has {'sinks': True}"),
+                              (dict(norm="layer", placement="pre", ffn="gelu_tanh", positions="learned"),
+                               "a GPT-2 has .* tied embeddings")):
+        with pytest.raises(ValueError, match=message):
+            save_pretrained(DecoderLM(DecoderConfig(vocab_size=10, d_model=16, num_heads=2, **switches)), tmp_path)
+
+
+def test_a_derived_head_dim_follows_a_replaced_width():
+    config = DecoderConfig(vocab_size=10, d_model=32, num_heads=4)
+    assert config.head_dim == 8
+    assert dataclasses.replace(config, d_model=64).head_dim == 16, "derived again, not copied"
+    given = DecoderConfig(vocab_size=10, d_model=32, num_heads=4, head_dim=16)
+    assert dataclasses.replace(given, d_model=64).head_dim == 16, "a given head_dim stays"
+    assert json.loads(json.dumps(dataclasses.asdict(config)))["head_dim"] == 8
