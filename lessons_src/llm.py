@@ -129,7 +129,7 @@ class _Derived(int):
 _CHOICES = {
     "norm": ("layer", "rms"),
     "placement": ("post", "pre"),
-    "ffn": ("relu", "gelu", "gelu_tanh", "swiglu"),
+    "ffn": ("relu", "gelu", "gelu_tanh", "swiglu", "geglu"),
     "positions": ("sinusoidal", "learned", "rope", "alibi", "none"),
     "rope_layout": ("interleaved", "half"),
 }
@@ -167,6 +167,12 @@ class DecoderConfig:
     ``k_proj`` and ``v_proj`` only: Qwen 2.5; None follows ``bias``), ``tie_word_embeddings`` (``lm_head``
     shares the embedding matrix: GPT-2, SmolLM2, Llama 3.2 1B) and ``rope_scaling`` (a dict as in the
     Hugging Face config, one of :data:`lessons_src.rotary.ROPE_SCALINGS`: Llama 3.1's ``"llama3"`` or ``"linear"``).
+    Gemma's: ``ffn="geglu"`` (SwiGLU's gate through tanh-GELU instead of SiLU), ``sandwich_norms`` (a
+    block normalises each sublayer's output too: ``post_attention_layernorm`` after attention and
+    ``pre_feedforward_layernorm``/``post_feedforward_layernorm`` around the MLP), ``scale_embeddings``
+    (the embeddings times ``sqrt(d_model)``), ``final_logit_softcapping`` (``cap · tanh(logits / cap)``)
+    and ``rope_local_base_freq`` (Gemma 3: the sliding layers rotate with this base and no scaling, the
+    global ones with ``rope_base`` and ``rope_scaling``).
     """
 
     vocab_size: int
@@ -196,6 +202,10 @@ class DecoderConfig:
     qkv_bias: bool | None = None
     tie_word_embeddings: bool = False
     rope_scaling: dict | None = None
+    sandwich_norms: bool = False
+    scale_embeddings: bool = False
+    final_logit_softcapping: float | None = None
+    rope_local_base_freq: float | None = None
 
     def __post_init__(self) -> None:
         where = "DecoderConfig"
@@ -233,7 +243,7 @@ class DecoderConfig:
         self._check_checkpoint_fields(where)
 
     def _check_checkpoint_fields(self, where: str) -> None:
-        for name in ("qkv_bias", "tie_word_embeddings"):
+        for name in ("qkv_bias", "tie_word_embeddings", "sandwich_norms", "scale_embeddings"):
             value = getattr(self, name)
             if not isinstance(value, bool) and not (name == "qkv_bias" and value is None):
                 raise ValueError(f"{where}: {name} must be True or False, got {value!r}")
@@ -241,6 +251,18 @@ class DecoderConfig:
             if self.positions != "rope":
                 raise ValueError(f"{where}: rope_scaling only applies with positions='rope', not {self.positions!r}")
             check_rope_scaling(self.rope_scaling, where)
+        if self.sandwich_norms and self.placement != "pre":
+            raise ValueError(f"{where}: sandwich_norms=True adds norms to a pre-norm block; placement is "
+                             f"{self.placement!r}")
+        cap, local = self.final_logit_softcapping, self.rope_local_base_freq
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 0 < cap < math.inf):
+            raise ValueError(f"{where}: final_logit_softcapping must be None or a finite number > 0, got {cap!r}")
+        if local is not None:
+            if isinstance(local, bool) or not isinstance(local, (int, float)) or not 1 < local < math.inf:
+                raise ValueError(f"{where}: rope_local_base_freq must be None or a finite number > 1, got {local!r}")
+            if self.positions != "rope" or self.sliding_window is None:
+                raise ValueError(f"{where}: rope_local_base_freq is the base of sliding layers' rotary angles; it "
+                                 "needs positions='rope' and a sliding_window")
 
     def _check_todays_switches(self, where: str) -> None:
         for name in ("qk_norm", "norm_plus_one", "sinks", "attn_output_gate"):
@@ -289,7 +311,7 @@ class DecoderConfig:
     def hidden(self) -> int:
         if self.d_ff is not None:
             return self.d_ff
-        return swiglu_width(self.d_model) if self.ffn == "swiglu" else 4 * self.d_model
+        return swiglu_width(self.d_model) if self.ffn in ("swiglu", "geglu") else 4 * self.d_model
 
 
 def _norm(config: DecoderConfig) -> nn.Module:
@@ -394,11 +416,20 @@ class Attention(nn.Module):
         if config.sinks:
             self.sinks = nn.Parameter(torch.zeros(config.num_heads))  # (H,): one logit per head
         if config.positions == "rope":
-            cos, sin = rope_frequencies(d, config.max_len, base=config.rope_base, scaling=config.rope_scaling)
+            cos, sin = self.rotary_tables()
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
         scalar = config.head_dim if config.query_pre_attn_scalar is None else config.query_pre_attn_scalar
         self.scale = float(scalar) ** -0.5
+
+    def rotary_tables(self) -> tuple[Tensor, Tensor]:
+        """This layer's cos and sin ``(max_len, head_dim / 2)``: ``rope_base`` and ``rope_scaling``, or on a
+        sliding layer with ``rope_local_base_freq`` (Gemma 3) that base, unscaled."""
+        c = self.config
+        base, scaling = c.rope_base, c.rope_scaling
+        if self.window is not None and c.rope_local_base_freq is not None:
+            base, scaling = c.rope_local_base_freq, None
+        return rope_frequencies(c.head_dim, c.max_len, base=base, scaling=scaling)
 
     def _project(self, x: Tensor, past: int) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
         c = self.config
@@ -484,7 +515,7 @@ class MLP(nn.Module):
     def __init__(self, config: DecoderConfig) -> None:
         super().__init__()
         self.ffn = config.ffn
-        if config.ffn == "swiglu":
+        if config.ffn in ("swiglu", "geglu"):
             self.gate_proj = nn.Linear(config.d_model, config.hidden, bias=config.bias)
         self.up_proj = nn.Linear(config.d_model, config.hidden, bias=config.bias)
         self.down_proj = nn.Linear(config.hidden, config.d_model, bias=config.bias)
@@ -492,6 +523,8 @@ class MLP(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if self.ffn == "swiglu":
             return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        if self.ffn == "geglu":  # Gemma
+            return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
         hidden = self.up_proj(x)
         if self.ffn == "relu":
             return self.down_proj(F.relu(hidden))
@@ -513,8 +546,15 @@ class DecoderLayer(nn.Module):
         self.mlp = MLP(config)
         self.input_layernorm = _norm(config)
         self.post_attention_layernorm = _norm(config)
+        self.sandwich = config.sandwich_norms
+        if self.sandwich:  # Gemma 2 and 3: post_attention_layernorm normalises the attention's output
+            self.pre_feedforward_layernorm = _norm(config)
+            self.post_feedforward_layernorm = _norm(config)
 
     def forward(self, x: Tensor, cache: KVCache | None = None) -> Tensor:
+        if self.sandwich:
+            x = x + self.post_attention_layernorm(self.self_attn(self.input_layernorm(x), cache))
+            return x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
         if self.pre:
             x = x + self.self_attn(self.input_layernorm(x), cache)
             return x + self.mlp(self.post_attention_layernorm(x))
@@ -565,13 +605,18 @@ class DecoderLM(nn.Module):
         if end > c.max_len:
             raise ValueError(f"DecoderLM: positions up to {end - 1}, beyond max_len={c.max_len}")
         x = self.embed_tokens(tokens)  # (B, L, D)
+        if c.scale_embeddings:  # Gemma: sqrt(d_model), rounded to the weights' dtype as Gemma's code does
+            x = x * torch.tensor(c.d_model**0.5, dtype=x.dtype)
         if c.positions == "learned":
             x = x + self.embed_positions.weight[past:end]
         elif c.positions == "sinusoidal":
             x = x + self.embed_positions[past:end].to(x.dtype)
         for i, layer in enumerate(self.layers):
             x = layer(x, None if caches is None else caches[i])
-        return self.lm_head(self.norm(x))  # (B, L, V)
+        logits = self.lm_head(self.norm(x))  # (B, L, V)
+        if c.final_logit_softcapping is not None:  # Gemma 2
+            logits = c.final_logit_softcapping * torch.tanh(logits / c.final_logit_softcapping)
+        return logits
 
     def new_caches(self) -> list[KVCache]:
         """One empty cache per layer: a :class:`SlidingKVCache` for a sliding-window layer, a

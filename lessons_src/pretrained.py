@@ -19,9 +19,11 @@ course's, in one table per family (:data:`FAMILIES`), so that a learner's ``Deco
   or a course :class:`lessons_src.CharTokenizer` written as one.
 
 Families: Llama (1 to 3.2, with Llama 3.1's rotary scaling; SmolLM2 is a Llama), Mistral (sliding window),
-Qwen 2.5 (biases on q/k/v), Qwen3 (its own ``head_dim``, QK-norm) and GPT-2. Each equals transformers' class
-in logits and in greedy decoding with the course's cache (``tests/test_pretrained.py``). Not yet: BERT,
-Gemma 2 and 3, DeepSeek's MLA (refused by name). Taught in the chapter "From the original block to a
+Qwen 2.5 (biases on q/k/v), Qwen3 (its own ``head_dim``, QK-norm), Gemma 2 (sandwich norms, GeGLU, scaled
+embeddings, soft-capped scores and logits, interleaved sliding layers), Gemma 3's text models (QK-norm, a
+second rotary base for the sliding layers) and GPT-2. Each equals transformers' class in logits and in greedy
+decoding with the course's cache (``tests/test_pretrained.py``). Not yet: BERT, DeepSeek's MLA (refused by
+name). Taught in the chapter "From the original block to a
 modern LLM block".
 """
 
@@ -63,10 +65,9 @@ _MIXTURES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", 
              "llama4", "jamba", "dbrx", "granitemoe")
 _NOT_YET = {
     "bert": "BERT (the encoder of the chapter \"The transformer encoder block\") has no loader yet",
-    "gemma": "Gemma has no loader yet (GeGLU, embeddings scaled by sqrt(d_model), 1 + weight norms)",
-    "gemma2": "Gemma 2 has no loader yet (sandwich norms, GeGLU, embedding scaling, final logit soft-capping)",
-    "gemma3": "Gemma 3 has no loader yet (sandwich norms, GeGLU, a second rotary base for its sliding layers)",
-    "gemma3_text": "Gemma 3 has no loader yet (sandwich norms, GeGLU, a second rotary base for its sliding layers)",
+    "gemma": "Gemma 1 has no loader (Gemma 2 and 3 do)",
+    "gemma3": "model_type 'gemma3' is Gemma 3's image-text model; the course reads its text-only checkpoints "
+              "(model_type 'gemma3_text', such as gemma-3-1b)",
 }
 
 
@@ -127,6 +128,10 @@ def _rename_gpt2(state_dict: dict[str, Tensor], config: DecoderConfig) -> dict[s
 _GPT2_NAMES = {"vocab_size": "vocab_size", "n_embd": "d_model", "n_head": "num_heads", "n_layer": "num_layers",
                "n_inner": "d_ff", "layer_norm_epsilon": "eps"}
 
+_GEMMA_NAMES = dict(_LLAMA_NAMES, query_pre_attn_scalar="query_pre_attn_scalar",
+                    attn_logit_softcapping="attn_logit_softcapping", final_logit_softcapping="final_logit_softcapping")
+_GEMMA_SWITCHES = dict(_LLAMA_SWITCHES, ffn="geglu", norm_plus_one=True, sandwich_norms=True, scale_embeddings=True)
+
 #: Every family :func:`config_from_hf` reads, by ``model_type``: one table each (SmolLM2 is ``"llama"``).
 FAMILIES: dict[str, Family] = {
     "llama": Family(_LLAMA_NAMES, _LLAMA_SWITCHES, _rename_llama, dict(tie_word_embeddings=False)),
@@ -135,6 +140,9 @@ FAMILIES: dict[str, Family] = {
                     dict(tie_word_embeddings=False)),
     "qwen3": Family(_LLAMA_NAMES, dict(_LLAMA_SWITCHES, qk_norm=True), _rename_llama,
                     dict(tie_word_embeddings=False)),
+    "gemma2": Family(_GEMMA_NAMES, _GEMMA_SWITCHES, _rename_llama, dict(tie_word_embeddings=True)),
+    "gemma3_text": Family(_GEMMA_NAMES, dict(_GEMMA_SWITCHES, qk_norm=True), _rename_llama,
+                          dict(tie_word_embeddings=True)),
     "gpt2": Family(_GPT2_NAMES, dict(norm="layer", placement="pre", ffn="gelu_tanh", positions="learned", bias=True,
                                      tie_word_embeddings=True), _rename_gpt2, {}),
 }
@@ -154,9 +162,8 @@ def _read_config(source: dict | str | os.PathLike) -> dict:
 def _rope(hf: dict, where: str) -> tuple[float, dict | None]:
     """(rope_base, rope_scaling) from either version's fields."""
     parameters = hf.get("rope_parameters")
-    if isinstance(parameters, dict) and any(isinstance(v, dict) for v in parameters.values()):
-        raise ValueError(f"{where}: rope_parameters per layer type ({sorted(parameters)}) is Gemma 3's: "
-                         "not implemented")
+    if isinstance(parameters, dict) and "full_attention" in parameters:  # Gemma 3 in transformers 5: the global
+        parameters = parameters["full_attention"]  # layers' here; the sliding layers' read by _local_base
     if isinstance(parameters, dict):  # transformers 5: the base and the scaling in one dict
         scaling = {k: v for k, v in parameters.items() if k != "rope_theta"}
         base = parameters.get("rope_theta", hf.get("rope_theta", 10000.0))
@@ -174,6 +181,26 @@ def _rope(hf: dict, where: str) -> tuple[float, dict | None]:
                          f"{', '.join(map(repr, ROPE_SCALINGS))}; YaRN, dynamic NTK and LongRoPE are not)")
     keep = {k: scaling[k] for k in ("rope_type", *ROPE_SCALINGS[kind]) if k in scaling}
     return float(base), keep
+
+
+def _local_base(hf: dict, where: str) -> float | None:
+    """Gemma 3's rotary base for its sliding layers (plain angles, no scaling), from either version's fields."""
+    parameters = hf.get("rope_parameters")
+    if isinstance(parameters, dict) and "sliding_attention" in parameters:
+        local = dict(parameters["sliding_attention"] or {})
+        if local.get("rope_type", "default") != "default":
+            raise ValueError(f"{where}: rescaled rotary angles on sliding layers ({local}) are not implemented")
+        return float(local.get("rope_theta", 10000.0))
+    return float(hf.get("rope_local_base_freq", 10000.0))
+
+
+def _layer_types(hf: dict, kind: str) -> tuple[str, ...] | None:
+    """Which layers slide: ``layer_types`` where the config lists them, else each Gemma's pattern (Gemma 2
+    alternates from a sliding layer; Gemma 3 has ``sliding_window_pattern - 1`` sliding layers, then a global one)."""
+    if hf.get("layer_types"):
+        return tuple(hf["layer_types"])
+    every = {"gemma2": 2, "gemma3_text": hf.get("sliding_window_pattern", hf.get("_sliding_window_pattern", 6))}[kind]
+    return tuple("sliding_attention" if (i + 1) % every else "full_attention" for i in range(hf["num_hidden_layers"]))
 
 
 def config_from_hf(config: dict | str | os.PathLike, *, max_len: int | None = None) -> DecoderConfig:
@@ -219,9 +246,17 @@ def config_from_hf(config: dict | str | os.PathLike, *, max_len: int | None = No
     fields["max_len"] = min(longest, DEFAULT_MAX_LEN) if max_len is None else max_len
     if fields["max_len"] > longest:
         raise ValueError(f"{where}: max_len={max_len} is beyond the checkpoint's {longest} positions")
-    window = hf.get("sliding_window") if kind == "mistral" else None
+    window = hf.get("sliding_window") if kind in ("mistral", "gemma2", "gemma3_text") else None
     if window is not None and window < fields["max_len"]:
         fields["sliding_window"] = window
+        if kind.startswith("gemma"):
+            fields["layer_types"] = _layer_types(hf, kind)
+            if "sliding_attention" not in fields["layer_types"]:
+                del fields["sliding_window"]
+    if kind == "gemma3_text" and "sliding_window" in fields:
+        fields["rope_local_base_freq"] = _local_base(hf, where)
+    if kind == "gemma3_text" and hf.get("use_bidirectional_attention"):
+        raise ValueError(f"{where}: use_bidirectional_attention=True (EmbeddingGemma) is not implemented")
     unknown = sorted(k for k in hf if k not in read and k not in _IGNORED)
     if unknown:
         warnings.warn(f"{where}: config.json fields not read (they may change nothing): {unknown}", stacklevel=2)
@@ -231,7 +266,10 @@ def config_from_hf(config: dict | str | os.PathLike, *, max_len: int | None = No
 # Fields read only to check that they hold the value the course implements.
 _CHECKED = {"all": {"hidden_act", "activation_function", "attention_bias", "mlp_bias", "use_sliding_window",
                     "sliding_window", "layer_types", "scale_attn_weights", "scale_attn_by_inverse_layer_idx",
-                    "add_cross_attention", "head_dim", "tie_word_embeddings"}}
+                    "add_cross_attention", "head_dim", "tie_word_embeddings", "hidden_activation",
+                    "rope_local_base_freq", "sliding_window_pattern", "use_bidirectional_attention",
+                    "cache_implementation", "final_logit_softcapping", "attn_logit_softcapping",
+                    "query_pre_attn_scalar", "_sliding_window_pattern"}}
 
 
 def _refusals(kind: str, hf: dict) -> dict:
@@ -252,8 +290,13 @@ def _refusals(kind: str, hf: dict) -> dict:
             wrong[name] = hf[name]
     if kind in ("qwen2", "qwen3") and hf.get("use_sliding_window"):
         wrong["use_sliding_window"] = True
+    if kind.startswith("gemma") and hf.get("hidden_activation", "gelu_pytorch_tanh") not in ("gelu_pytorch_tanh",
+                                                                                               "gelu_new"):
+        wrong["hidden_activation"] = hf["hidden_activation"]
+    if kind.startswith("gemma"):
+        wrong.pop("hidden_act", None)  # Gemma reads hidden_activation; old configs carry an unused hidden_act
     types = hf.get("layer_types")
-    if types and any(t != "full_attention" for t in types) and kind != "mistral":
+    if types and any(t != "full_attention" for t in types) and kind in ("llama", "qwen2", "qwen3"):
         wrong["layer_types"] = sorted(set(types))
     return wrong
 
@@ -397,14 +440,11 @@ def _load_strictly(model: DecoderLM, weights: dict[str, Tensor], folder: Path) -
 
 
 def _rebuild_buffers(module: torch.nn.Module, config: DecoderConfig) -> None:
-    """Buffers that are computed, not stored (rotary tables, sinusoidal positions), computed again on the CPU."""
+    """Buffers that are computed, not stored (the rotary tables), computed again on the CPU."""
     from .llm import Attention
-    from .rotary import rope_frequencies
 
     if isinstance(module, Attention) and config.positions == "rope":
-        cos, sin = rope_frequencies(config.head_dim, config.max_len, base=config.rope_base,
-                                    scaling=config.rope_scaling)
-        module.rope_cos, module.rope_sin = cos, sin
+        module.rope_cos, module.rope_sin = module.rotary_tables()
 
 
 def _family_of(config: DecoderConfig) -> str:

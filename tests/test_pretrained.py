@@ -38,6 +38,7 @@ VOCAB, D, HEADS, KV_HEADS, LAYERS, MAX_LEN = 320, 32, 4, 2, 2, 48
 SIZES = dict(vocab_size=VOCAB, hidden_size=D, intermediate_size=72, num_hidden_layers=LAYERS,
              num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, max_position_embeddings=MAX_LEN,
              rms_norm_eps=1e-6, attn_implementation="eager")
+GEMMA = {**SIZES, "head_dim": 16, "sliding_window": 8}
 LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
                "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
 
@@ -56,6 +57,14 @@ def _families():
                                                                             "rope_theta": 1000000.0})),
         # Qwen3's own head_dim: 4 heads of 16 on a model of width 32.
         "qwen3": lambda: t.Qwen3ForCausalLM(t.Qwen3Config(**SIZES, head_dim=16)),
+        # Gemma 2: sandwich norms, GeGLU, scaled embeddings, soft-capped scores and logits, sliding layers 0 and 2.
+        "gemma2": lambda: t.Gemma2ForCausalLM(t.Gemma2Config(**GEMMA, query_pre_attn_scalar=24,
+                                                             attn_logit_softcapping=4.0, final_logit_softcapping=3.0)),
+        # Gemma 3: QK-norm, linear-scaled angles on its global layer, another base on its sliding ones.
+        "gemma3": lambda: t.Gemma3ForCausalLM(t.Gemma3TextConfig(
+            **GEMMA, query_pre_attn_scalar=16, layer_types=["sliding_attention", "full_attention"],
+            rope_parameters={"full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000000.0},
+                             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})),
         "gpt2": lambda: t.GPT2LMHeadModel(t.GPT2Config(vocab_size=VOCAB, n_embd=D, n_head=HEADS, n_layer=LAYERS,
                                                        n_positions=MAX_LEN, bos_token_id=0, eos_token_id=0,
                                                        attn_implementation="eager")),
@@ -63,11 +72,14 @@ def _families():
 
 
 def _randomize(model, seed: int) -> None:
+    """Weights at std 0.2; norm weights around 1 (Gemma's norms multiply by 1 + weight: around 0 there)."""
     g = torch.Generator().manual_seed(seed)
+    plus_one = "Gemma" in type(model).__name__
     with torch.no_grad():
         for name, p in model.named_parameters():
             noise = torch.randn(p.shape, generator=g, dtype=p.dtype)
-            p.copy_(1 + 0.5 * noise if "norm" in name or ".ln_" in name else 0.2 * noise)
+            norm = "norm" in name or ".ln_" in name
+            p.copy_((0.5 * noise if plus_one else 1 + 0.5 * noise) if norm else 0.2 * noise)
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +117,7 @@ def checkpoints(tmp_path_factory, tokenizer_file):
     return out
 
 
-FAMILY_NAMES = ["llama3", "smollm2", "mistral", "qwen2.5", "qwen3", "gpt2"]
+FAMILY_NAMES = ["llama3", "smollm2", "mistral", "qwen2.5", "qwen3", "gemma2", "gemma3", "gpt2"]
 
 
 def _greedy_hf(hf, ids: list[int], new_tokens: int) -> list[int]:
@@ -140,6 +152,12 @@ def test_the_families_set_what_makes_them_differ(checkpoints):
     assert configs["qwen2.5"].qkv_bias and not configs["qwen2.5"].bias
     assert configs["qwen3"].qk_norm and configs["qwen3"].head_dim == 16 and configs["qwen3"].d_model == 32
     assert (configs["gpt2"].norm, configs["gpt2"].ffn, configs["gpt2"].positions) == ("layer", "gelu_tanh", "learned")
+    gemma2, gemma3 = configs["gemma2"], configs["gemma3"]
+    assert gemma2.layer_types == ("sliding_attention", "full_attention") and gemma2.sliding_window == 8
+    assert (gemma2.attn_logit_softcapping, gemma2.final_logit_softcapping, gemma2.query_pre_attn_scalar) == (4, 3, 24)
+    assert gemma2.sandwich_norms and gemma2.scale_embeddings and gemma2.norm_plus_one and gemma2.ffn == "geglu"
+    assert gemma3.qk_norm and gemma3.rope_local_base_freq == 10000.0 and gemma3.rope_base == 1000000.0
+    assert gemma3.rope_scaling == {"rope_type": "linear", "factor": 4.0}
 
 
 def test_the_tokenizer_gives_the_ids_transformers_gives(tokenizer_file):
@@ -186,8 +204,13 @@ def _llama(**changes):
     (_llama(model_type="qwen3_moe"), "'qwen3_moe' has mixture-of-experts layers"),
     (_llama(model_type="deepseek_v3", first_k_dense_replace=1), "is dense here .* latent attention has no loader"),
     (_llama(model_type="deepseek_v3", first_k_dense_replace=0), "'deepseek_v3' has mixture-of-experts layers"),
-    (_llama(model_type="gemma2"), "Gemma 2 has no loader yet .*soft-capping"),
-    (_llama(model_type="gemma3_text"), "a second rotary base"),
+    (_llama(model_type="gemma3"), "Gemma 3's image-text model"),
+    (_llama(model_type="gemma2", hidden_activation="gelu"), "'hidden_activation': 'gelu'"),
+    (_llama(model_type="gemma3_text", sliding_window=4, use_bidirectional_attention=True),
+     "use_bidirectional_attention=True"),
+    (_llama(model_type="gemma3_text", sliding_window=4, rope_parameters={
+        "full_attention": {"rope_type": "default", "rope_theta": 1e6},
+        "sliding_attention": {"rope_type": "linear", "factor": 2.0}}), "rescaled rotary angles on sliding layers"),
     (_llama(model_type="bert"), "BERT .* has no loader yet"),
     (_llama(model_type="falcon"), "model_type 'falcon' is not a family the course reads"),
     (_llama(rope_scaling={"rope_type": "yarn", "factor": 4.0}), "rope_type 'yarn' is not implemented"),
@@ -201,8 +224,6 @@ def _llama(**changes):
     ({**_llama(), "model_type": "qwen2", "use_sliding_window": True}, "'use_sliding_window': True"),
     ({"model_type": "gpt2", "vocab_size": 10, "n_embd": 16, "n_head": 2, "n_layer": 1, "n_positions": 32,
       "scale_attn_by_inverse_layer_idx": True}, "'scale_attn_by_inverse_layer_idx': True"),
-    ({"model_type": "gemma3_text", "rope_parameters": {"full_attention": {}, "sliding_attention": {}}},
-     "a second rotary base"),
 ])
 def test_what_the_course_does_not_implement_is_refused_by_name(hf, message):
     with pytest.raises(ValueError, match=message):
