@@ -48,7 +48,16 @@ from .attention import scaled_dot_product_attention
 from .data import reversal_batch, shift_batch
 from .device import default_device, one_cpu_thread, seed_everything
 from .efficient import elu_feature_map, fused_attention, linear_attention
-from .encoder import DecoderBlock, Encoder, EncoderBlock, FeedForward, count_parameters, layer_norm
+from .encoder import (
+    DecoderBlock,
+    Encoder,
+    EncoderBlock,
+    EncoderConfig,
+    EncoderModel,
+    FeedForward,
+    count_parameters,
+    layer_norm,
+)
 from .experiments import (
     SeedComparison,
     compare_seeds,
@@ -128,6 +137,8 @@ __all__ = [
     "FeedForward",
     "EncoderBlock",
     "Encoder",
+    "EncoderConfig",
+    "EncoderModel",
     "DecoderBlock",
     "count_parameters",
     "GroupedQueryAttention",

@@ -10,6 +10,7 @@ Masks are the course's: boolean, **True = may attend**.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -19,7 +20,8 @@ from . import _validate as check
 from .masks import causal_mask
 from .multihead import MultiHeadAttention
 
-__all__ = ["layer_norm", "FeedForward", "EncoderBlock", "Encoder", "DecoderBlock", "count_parameters"]
+__all__ = ["layer_norm", "FeedForward", "EncoderBlock", "Encoder", "DecoderBlock", "count_parameters", "EncoderConfig",
+           "EncoderModel"]
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "gelu": nn.GELU}
 
@@ -370,3 +372,85 @@ class DecoderBlock(nn.Module):
             getattr(new, name).load_state_dict(getattr(layer, name).state_dict())
         new.train(layer.training)
         return new
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """The sizes of a BERT-style :class:`EncoderModel`; checked when made. ``type_vocab_size``: how many
+    segments the token-type embedding tells apart (BERT's sentence A and B). Taught in the chapter "The
+    transformer encoder block"."""
+
+    vocab_size: int
+    d_model: int = 64
+    num_heads: int = 4
+    num_layers: int = 2
+    d_ff: int = 256
+    max_len: int = 128
+    type_vocab_size: int = 2
+    eps: float = 1e-12
+    activation: str = "gelu"
+    pooler: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "d_model", "num_heads", "num_layers", "d_ff", "max_len", "type_vocab_size"):
+            check.positive_int(getattr(self, name), name, "EncoderConfig")
+        check.divisible(self.d_model, "d_model", self.num_heads, "num_heads", "EncoderConfig")
+        _make_activation(self.activation, "EncoderConfig")
+        if isinstance(self.eps, bool) or not isinstance(self.eps, (int, float)) or not self.eps > 0:
+            raise ValueError(f"EncoderConfig: eps must be a number > 0, got {self.eps!r}")
+
+
+class EncoderModel(nn.Module):
+    """A BERT-style encoder: ``tokens (B, L) -> hidden states (B, L, D)``, built from this chapter's blocks.
+
+    The embeddings of the tokens, their positions (learned) and their segments (``token_type_ids``, 0 by
+    default) are summed and normalised (``embed_norm``), then ``num_layers`` post-LN :class:`EncoderBlock` s
+    with GELU (BERT's layer is exactly this block). ``attention_mask (B, L)``: 1 for a token, 0 for padding,
+    as Hugging Face's tokenizers give it; padded keys get no weight. ``forward(..., return_weights=True)``
+    also returns each layer's attention weights ``(B, H, L, L)``. ``pooler`` (BERT's dense layer with tanh on
+    the first token), when the config asks for it, is applied by :meth:`pooled`. A ``BertModel`` checkpoint
+    loads with :func:`lessons_src.from_pretrained`. Taught in the chapter "The transformer encoder block".
+    """
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        if not isinstance(config, EncoderConfig):
+            raise ValueError(f"EncoderModel: config must be an EncoderConfig, got {type(config).__name__}")
+        c = self.config = config
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.d_model)
+        self.embed_positions = nn.Embedding(c.max_len, c.d_model)
+        self.embed_types = nn.Embedding(c.type_vocab_size, c.d_model)
+        self.embed_norm = nn.LayerNorm(c.d_model, eps=c.eps)
+        self.layers = nn.ModuleList(EncoderBlock(c.d_model, c.num_heads, c.d_ff, activation=c.activation,
+                                                 layer_norm_eps=c.eps) for _ in range(c.num_layers))
+        self.pooler = nn.Linear(c.d_model, c.d_model) if c.pooler else None
+
+    def forward(self, tokens: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None,
+                return_weights: bool = False) -> Tensor | tuple[Tensor, list[Tensor]]:
+        c = self.config
+        check.tokens(tokens, "EncoderModel")
+        B, L = tokens.shape
+        if L > c.max_len:
+            raise ValueError(f"EncoderModel: {L} tokens, more than max_len={c.max_len}")
+        if int(tokens.max()) >= c.vocab_size:
+            raise ValueError(f"EncoderModel: token id {int(tokens.max())} is outside the vocabulary of {c.vocab_size}")
+        for name, t in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
+            if t is not None and (not isinstance(t, Tensor) or t.shape != tokens.shape):
+                raise ValueError(f"EncoderModel: {name} must be (B, L) = {tuple(tokens.shape)}, got "
+                                 f"{tuple(getattr(t, 'shape', ()))}")
+        types = torch.zeros_like(tokens) if token_type_ids is None else token_type_ids
+        x = self.embed_tokens(tokens) + self.embed_positions.weight[:L] + self.embed_types(types)  # (B, L, D)
+        x = self.embed_norm(x)
+        mask = None if attention_mask is None else attention_mask.bool()[:, None, None, :]  # (B, 1, 1, L): keys
+        weights = []
+        for layer in self.layers:
+            if return_weights:
+                weights.append(layer.self_attn(x, x, x, mask, check_inputs=False)[1])  # (B, H, L, L)
+            x = layer(x, mask, check_inputs=False)
+        return (x, weights) if return_weights else x
+
+    def pooled(self, hidden: Tensor) -> Tensor:
+        """BERT's pooled output ``(B, D)``: ``tanh(pooler(hidden[:, 0]))``, the first token's state."""
+        if self.pooler is None:
+            raise ValueError("EncoderModel.pooled: this model has no pooler (EncoderConfig(pooler=True) adds one)")
+        return torch.tanh(self.pooler(hidden[:, 0]))

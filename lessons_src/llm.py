@@ -587,8 +587,14 @@ class DecoderLM(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_layers))
         self.norm = _norm(config) if config.placement == "pre" else nn.Identity()
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        if config.tie_word_embeddings:
-            self.lm_head.weight = self.embed_tokens.weight  # one matrix, read in and written out
+        if config.tie_word_embeddings:  # one matrix, read in and written out
+            self.lm_head.weight = self.embed_tokens.weight
+            # drawn as GPT-2 draws them: nn.Embedding's standard deviation of 1 would start the logits at
+            # about sqrt(d_model) and the loss near 60 nats; learned positions beside them at 0.01, or they
+            # would drown the tokens (a model trained so learned three times slower)
+            nn.init.normal_(self.embed_tokens.weight, std=0.02)
+            if config.positions == "learned":
+                nn.init.normal_(self.embed_positions.weight, std=0.01)
 
     def forward(self, tokens: Tensor, caches: list[KVCache] | None = None) -> Tensor:
         c = self.config

@@ -21,14 +21,16 @@ course's, in one table per family (:data:`FAMILIES`), so that a learner's ``Deco
 Families: Llama (1 to 3.2, with Llama 3.1's rotary scaling; SmolLM2 is a Llama), Mistral (sliding window),
 Qwen 2.5 (biases on q/k/v), Qwen3 (its own ``head_dim``, QK-norm), Gemma 2 (sandwich norms, GeGLU, scaled
 embeddings, soft-capped scores and logits, interleaved sliding layers), Gemma 3's text models (QK-norm, a
-second rotary base for the sliding layers) and GPT-2. Each equals transformers' class in logits and in greedy
-decoding with the course's cache (``tests/test_pretrained.py``). Not yet: BERT, DeepSeek's MLA (refused by
-name). Taught in the chapter "From the original block to a
+second rotary base for the sliding layers) and GPT-2, each equal to transformers' class in logits and in greedy
+decoding with the course's cache; and BERT, as the course's :class:`lessons_src.EncoderModel` (the post-LN
+blocks of the chapter "The transformer encoder block"), equal in hidden states and attention weights
+(``tests/test_pretrained.py``). Not yet: DeepSeek's MLA (refused by name). Taught in the chapter "From the original block to a
 modern LLM block".
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import warnings
@@ -39,12 +41,13 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from .encoder import EncoderConfig, EncoderModel
 from .language_model import CharTokenizer
 from .llm import DecoderConfig, DecoderLM
 from .rotary import ROPE_SCALINGS, rope_layout_permutation
 
-__all__ = ["config_from_hf", "from_pretrained", "save_pretrained", "load_safetensors", "greedy", "Tokenizer",
-           "FAMILIES", "DEFAULT_MAX_LEN"]
+__all__ = ["config_from_hf", "from_pretrained", "save_pretrained", "load_safetensors", "greedy", "head_survey",
+           "Tokenizer", "FAMILIES", "DEFAULT_MAX_LEN"]
 
 #: The longest sequence a loaded model reads unless ``max_len`` says otherwise: each layer keeps a rotary
 #: table of ``max_len`` rows, and Llama 3.2's 131,072 positions would take 16 MB of it per layer.
@@ -60,11 +63,11 @@ _IGNORED = {
     "summary_proj_to_labels", "summary_type", "summary_use_proj", "task_specific_params", "n_ctx",
     "reorder_and_upcast_attn", "tie_encoder_decoder", "prefix", "bad_words_ids",
     "decoder_start_token_id", "sep_token_id", "unk_token_id", "transformers.js_config", "_attn_implementation",
+    "is_llama_config", "rope_interleaved",  # nanotron's (SmolLM2): transformers reads neither
 }
 _MIXTURES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss", "qwen3_next", "olmoe",
              "llama4", "jamba", "dbrx", "granitemoe")
 _NOT_YET = {
-    "bert": "BERT (the encoder of the chapter \"The transformer encoder block\") has no loader yet",
     "gemma": "Gemma 1 has no loader (Gemma 2 and 3 do)",
     "gemma3": "model_type 'gemma3' is Gemma 3's image-text model; the course reads its text-only checkpoints "
               "(model_type 'gemma3_text', such as gemma-3-1b)",
@@ -125,6 +128,37 @@ def _rename_gpt2(state_dict: dict[str, Tensor], config: DecoderConfig) -> dict[s
     return out
 
 
+def _rename_bert(state_dict: dict[str, Tensor], config: EncoderConfig) -> dict[str, Tensor]:
+    """BERT: ``BertModel``'s names, or ``BertForMaskedLM``'s under ``bert.``, whose masked-language-model head
+    (``cls.``) the encoder does not hold and leaves out. Old checkpoints' ``gamma``/``beta`` are LayerNorm's
+    ``weight``/``bias``; the stored ``position_ids`` are dropped."""
+    inner = {"attention.self.query": "self_attn.w_q", "attention.self.key": "self_attn.w_k",
+             "attention.self.value": "self_attn.w_v", "attention.output.dense": "self_attn.w_o",
+             "attention.output.LayerNorm": "norm1", "intermediate.dense": "ff.linear1", "output.dense": "ff.linear2",
+             "output.LayerNorm": "norm2"}
+    outer = {"embeddings.word_embeddings": "embed_tokens", "embeddings.position_embeddings": "embed_positions",
+             "embeddings.token_type_embeddings": "embed_types", "embeddings.LayerNorm": "embed_norm",
+             "pooler.dense": "pooler"}
+    out = {}
+    for name, w in state_dict.items():
+        name = name.removeprefix("bert.")
+        if name.startswith("cls.") or name.endswith("position_ids"):
+            continue
+        stem, _, kind = name.rpartition(".")
+        kind = {"gamma": "weight", "beta": "bias"}.get(kind, kind)
+        if stem in outer:
+            name = f"{outer[stem]}.{kind}"
+        elif stem.startswith("encoder.layer."):
+            number, _, rest = stem.removeprefix("encoder.layer.").partition(".")
+            name = f"layers.{number}.{inner.get(rest, rest)}.{kind}"
+        out[name] = w
+    return out
+
+
+_BERT_NAMES = {"vocab_size": "vocab_size", "hidden_size": "d_model", "num_attention_heads": "num_heads",
+               "num_hidden_layers": "num_layers", "intermediate_size": "d_ff", "type_vocab_size": "type_vocab_size",
+               "layer_norm_eps": "eps"}
+
 _GPT2_NAMES = {"vocab_size": "vocab_size", "n_embd": "d_model", "n_head": "num_heads", "n_layer": "num_layers",
                "n_inner": "d_ff", "layer_norm_epsilon": "eps"}
 
@@ -143,6 +177,7 @@ FAMILIES: dict[str, Family] = {
     "gemma2": Family(_GEMMA_NAMES, _GEMMA_SWITCHES, _rename_llama, dict(tie_word_embeddings=True)),
     "gemma3_text": Family(_GEMMA_NAMES, dict(_GEMMA_SWITCHES, qk_norm=True), _rename_llama,
                           dict(tie_word_embeddings=True)),
+    "bert": Family(_BERT_NAMES, {}, _rename_bert, {}),
     "gpt2": Family(_GPT2_NAMES, dict(norm="layer", placement="pre", ffn="gelu_tanh", positions="learned", bias=True,
                                      tie_word_embeddings=True), _rename_gpt2, {}),
 }
@@ -203,8 +238,10 @@ def _layer_types(hf: dict, kind: str) -> tuple[str, ...] | None:
     return tuple("sliding_attention" if (i + 1) % every else "full_attention" for i in range(hf["num_hidden_layers"]))
 
 
-def config_from_hf(config: dict | str | os.PathLike, *, max_len: int | None = None) -> DecoderConfig:
-    """The :class:`lessons_src.DecoderConfig` of a Hugging Face ``config.json`` (a dict, the file, or its folder).
+def config_from_hf(config: dict | str | os.PathLike, *, max_len: int | None = None
+                   ) -> DecoderConfig | EncoderConfig:
+    """The :class:`lessons_src.DecoderConfig` of a Hugging Face ``config.json`` (a dict, the file, or its folder),
+    or for BERT the :class:`lessons_src.EncoderConfig`.
 
     ``max_len``: the longest sequence the model will read, at most ``max_position_embeddings``; by default
     that or :data:`DEFAULT_MAX_LEN`, whichever is less. A sliding window at least ``max_len`` wide is
@@ -229,6 +266,8 @@ def config_from_hf(config: dict | str | os.PathLike, *, max_len: int | None = No
                          f"{', '.join(map(repr, FAMILIES))} (SmolLM2 is 'llama')")
     family = FAMILIES[kind]
     fields = {ours: hf[theirs] for theirs, ours in family.names.items() if hf.get(theirs) is not None}
+    if kind == "bert":
+        return _bert_config(hf, fields, max_len, where)
     for name, value in family.defaults.items():
         fields.setdefault(name, value)
     fields.update(family.switches)
@@ -270,6 +309,25 @@ _CHECKED = {"all": {"hidden_act", "activation_function", "attention_bias", "mlp_
                     "rope_local_base_freq", "sliding_window_pattern", "use_bidirectional_attention",
                     "cache_implementation", "final_logit_softcapping", "attn_logit_softcapping",
                     "query_pre_attn_scalar", "_sliding_window_pattern"}}
+
+
+def _bert_config(hf: dict, fields: dict, max_len: int | None, where: str) -> EncoderConfig:
+    wrong = {name: hf[name] for name, value in (("hidden_act", "gelu"), ("position_embedding_type", "absolute"),
+                                                ("is_decoder", False), ("add_cross_attention", False))
+             if hf.get(name, value) != value}
+    if wrong:
+        raise ValueError(f"{where}: this bert checkpoint sets {wrong}, which the course does not implement")
+    longest = hf.get("max_position_embeddings", 512)
+    if max_len is not None and max_len > longest:
+        raise ValueError(f"{where}: max_len={max_len} is beyond the checkpoint's {longest} positions")
+    known = set(_BERT_NAMES) | {"hidden_act", "position_embedding_type", "is_decoder", "add_cross_attention",
+                                "max_position_embeddings", "hidden_dropout_prob", "attention_probs_dropout_prob",
+                                "classifier_dropout", "gradient_checkpointing", "layer_norm_eps",
+                                "tie_word_embeddings"}  # the masked-LM head's tie: the encoder has no head
+    unknown = sorted(k for k in hf if k not in known and k not in _IGNORED)
+    if unknown:
+        warnings.warn(f"{where}: config.json fields not read (they may change nothing): {unknown}", stacklevel=3)
+    return EncoderConfig(**fields, max_len=longest if max_len is None else max_len)
 
 
 def _refusals(kind: str, hf: dict) -> dict:
@@ -398,10 +456,13 @@ def _resolve(path_or_id: str | os.PathLike, revision: str | None) -> Path:
 
 
 def from_pretrained(path_or_id: str | os.PathLike, *, dtype: torch.dtype | None = torch.float32,
-                    max_len: int | None = None, revision: str | None = None) -> tuple[DecoderLM, Tokenizer | None]:
+                    max_len: int | None = None, revision: str | None = None
+                    ) -> tuple[DecoderLM | EncoderModel, Tokenizer | None]:
     """``(model, tokenizer)`` of a Hugging Face checkpoint: a local folder, or a model id fetched from the Hub.
 
-    ``model`` is the course's own :class:`lessons_src.DecoderLM` (no transformers class in it) with the
+    ``model`` is the course's own :class:`lessons_src.DecoderLM` (no transformers class in it), or for BERT
+    its :class:`lessons_src.EncoderModel` (``BertModel``'s weights, or ``BertForMaskedLM``'s encoder under
+    ``bert.``; ``model(tokens, attention_mask)`` gives the last hidden state), with the
     checkpoint's weights in ``dtype`` (float32 by default: real checkpoints are stored in bfloat16, which a
     CPU computes slowly and coarsely; ``None`` keeps the stored dtype), in eval mode. ``tokenizer`` is a
     :class:`Tokenizer` of the folder's ``tokenizer.json``, or None when there is none. ``max_len``: see
@@ -412,9 +473,11 @@ def from_pretrained(path_or_id: str | os.PathLike, *, dtype: torch.dtype | None 
     config = config_from_hf(hf, max_len=max_len)
     weights = load_safetensors(folder)
     renamed = FAMILIES[hf["model_type"]].rename(weights, config)
+    if isinstance(config, EncoderConfig) and "pooler.weight" in renamed:  # BertModel has one, BertForMaskedLM not
+        config = dataclasses.replace(config, pooler=True)
     stored = next(iter(weights.values())).dtype
     with torch.device("meta"):
-        model = DecoderLM(config)
+        model = DecoderLM(config) if isinstance(config, DecoderConfig) else EncoderModel(config)
     model = model.to_empty(device="cpu").to(stored if dtype is None else dtype)
     _load_strictly(model, renamed, folder)
     for module in model.modules():  # the rotary tables and position buffers were made on "meta"
@@ -435,7 +498,7 @@ def _load_strictly(model: DecoderLM, weights: dict[str, Tensor], folder: Path) -
                          f"describes: missing {missing[:6]}{' ...' if len(missing) > 6 else ''}, left over "
                          f"{extra[:6]}{' ...' if len(extra) > 6 else ''}, wrong shape {wrong[:3]}")
     model.load_state_dict(weights, strict=True)
-    if model.config.tie_word_embeddings:
+    if getattr(model.config, "tie_word_embeddings", False):
         model.lm_head.weight = model.embed_tokens.weight
 
 
@@ -590,3 +653,52 @@ def greedy(model: DecoderLM, ids: list[int] | Tensor, new_tokens: int) -> list[i
             logits = model(torch.tensor([[out[-1]]]), caches)[:, -1]
     return out
 
+
+
+@torch.no_grad()
+def head_survey(model: torch.nn.Module, repeated: Tensor, control: Tensor) -> dict[str, Tensor]:
+    """Every head's score on the three behaviours the course's chapters found in small models, each ``(layers, H)``,
+    with the score a uniform causal head would get (``"uniform ..."``, a float) as its baseline.
+
+    ``repeated (B, 2T)``: sequences whose second half copies the first; ``control (B, 2T)``: the same first halves
+    followed by other tokens. ``"induction"``: the weight from each token of the second half on the token after its
+    earlier copy (:func:`lessons_src.induction_score`, chapter "Induction heads"); ``"induction control"``: the same
+    offset on ``control``, where nothing repeats (a head that looks ``T - 1`` back by position scores there too);
+    ``"previous"``: the weight on the token just before (:func:`lessons_src.previous_token_score`, chapter "A language
+    model and its heads"), on ``control``; ``"first token"``: the mean weight on position 0 of queries 1 .. 2T-1 on
+    ``control`` (chapter "Attention in today's open models"). Also ``"loss first half"`` and ``"loss second half"``:
+    the model's mean loss on the second half of ``repeated`` against the first (copying lowers it). Taught in the
+    chapter "Attention in today's open models".
+    """
+    from .language_model import induction_score, previous_token_score
+    from .zoo import logits_and_weights
+
+    for name, tokens in (("repeated", repeated), ("control", control)):
+        if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.size(1) % 2 or tokens.size(1) < 4:
+            raise ValueError(f"head_survey: {name} must be token ids (B, 2T) with T >= 2, got "
+                             f"{tuple(getattr(tokens, 'shape', ()))}")
+    if repeated.shape != control.shape or not torch.equal(repeated[:, : repeated.size(1) // 2],
+                                                          control[:, : control.size(1) // 2]):
+        raise ValueError("head_survey: control must have repeated's shape and its first halves, got "
+                         f"{tuple(control.shape)} and {tuple(repeated.shape)}")
+    if not torch.equal(repeated[:, : repeated.size(1) // 2], repeated[:, repeated.size(1) // 2:]):
+        raise ValueError("head_survey: the second half of each repeated sequence must copy its first half")
+    T = repeated.size(1) // 2
+    logits, on_repeats = logits_and_weights(model, repeated)
+    _, on_control = logits_and_weights(model, control)
+    losses = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), repeated[:, 1:].flatten(),
+                                               reduction="none").view(repeated.size(0), -1)  # (B, 2T - 1)
+    L = 2 * T
+    uniform = torch.tril(torch.ones(L, L)) / torch.arange(1, L + 1)[:, None]  # (L, L): row i spread over i + 1 keys
+    uniform = uniform[None, None]  # (1, 1, L, L)
+    return {
+        "induction": torch.stack([induction_score(w, T) for w in on_repeats]),
+        "induction control": torch.stack([induction_score(w, T) for w in on_control]),
+        "previous": torch.stack([previous_token_score(w) for w in on_control]),
+        "first token": torch.stack([w[..., 1:, 0].mean(dim=(0, 2)) for w in on_control]),
+        "uniform induction": induction_score(uniform, T).item(),
+        "uniform previous": previous_token_score(uniform).item(),
+        "uniform first token": uniform[..., 1:, 0].mean().item(),
+        "loss first half": losses[:, : T - 1].mean().item(),  # predictions of tokens 1 .. T-1
+        "loss second half": losses[:, T:].mean().item(),  # of tokens T+1 .. 2T-1 (token T is the first copy's start)
+    }

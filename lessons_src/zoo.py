@@ -131,6 +131,13 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
            purpose="code-llama with ALiBi in place of rotary positions, to read beyond its training length",
            model="DecoderLM", config=dict(d_model=128, num_heads=4, num_layers=4, norm="rms", placement="pre",
                                           ffn="swiglu", positions="alibi", bias=False), steps=3000),
+    Recipe(name="code-gpt2", chapter="Attention in today's open models",
+           purpose="a GPT-2-style block (pre-LayerNorm, tanh GELU, learned positions, biases, tied embeddings) "
+                   "at code-lm's sizes and steps, for the real-model section: one of the course's models that "
+                   "lessons_src.save_pretrained writes as a Hugging Face checkpoint and that copies as code-lm does",
+           model="DecoderLM", config=dict(d_model=128, num_heads=4, num_layers=4, norm="layer", placement="pre",
+                                          ffn="gelu_tanh", positions="learned", bias=True, tie_word_embeddings=True),
+           steps=6000),
 )}
 # Seeds 1 and 2 of the models chapter 13 compares, so that its comparison is read against their spread.
 SEEDS = (0, 1, 2)

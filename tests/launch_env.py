@@ -52,11 +52,13 @@ COLAB = (
     "pyzmq==26.2.1", "tornado==6.5.7", "notebook==6.5.7", "nbformat==5.11.1",
     "numpy==2.1.3", "matplotlib==3.10.0", "seaborn==0.13.2", "pillow==11.3.0", "tqdm==4.67.3",
     "safetensors==0.6.2",  # transformers' dependency, preinstalled on Colab
+    "tokenizers==0.22.1", "huggingface-hub==0.35.3",  # transformers' too: lessons_src.from_pretrained reads with them
     "pytest==8.4.2",
 )
 # The newest of everything, ipywidgets 8 (JupyterLab, Binder, a learner's own Jupyter).
 NEWEST = (
     "pip", "ipywidgets>=8,<9", "ipykernel", "numpy", "matplotlib", "seaborn", "pillow", "tqdm", "safetensors", "pytest",
+    "tokenizers", "huggingface_hub",
 )
 #: name -> requirements (besides the torch pin and nbval, which every environment gets).
 ENVS = {"ipywidgets7.7.1": COLAB, "ipywidgets8": NEWEST}

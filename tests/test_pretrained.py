@@ -211,7 +211,6 @@ def _llama(**changes):
     (_llama(model_type="gemma3_text", sliding_window=4, rope_parameters={
         "full_attention": {"rope_type": "default", "rope_theta": 1e6},
         "sliding_attention": {"rope_type": "linear", "factor": 2.0}}), "rescaled rotary angles on sliding layers"),
-    (_llama(model_type="bert"), "BERT .* has no loader yet"),
     (_llama(model_type="falcon"), "model_type 'falcon' is not a family the course reads"),
     (_llama(rope_scaling={"rope_type": "yarn", "factor": 4.0}), "rope_type 'yarn' is not implemented"),
     (_llama(rope_scaling={"rope_type": "dynamic", "factor": 2.0}), "rope_type 'dynamic' is not implemented"),
@@ -327,3 +326,160 @@ def test_a_derived_head_dim_follows_a_replaced_width():
     given = DecoderConfig(vocab_size=10, d_model=32, num_heads=4, head_dim=16)
     assert dataclasses.replace(given, d_model=64).head_dim == 16, "a given head_dim stays"
     assert json.loads(json.dumps(dataclasses.asdict(config)))["head_dim"] == 8
+
+
+# --- A released configuration, and the Hub path with a local folder standing in for the download -------------
+
+SMOLLM2_135M = {  # HuggingFaceTB/SmolLM2-135M's config.json, as published (transformers 4.40, nanotron's two keys)
+    "architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 0,
+    "eos_token_id": 0, "hidden_act": "silu", "hidden_size": 576, "initializer_range": 0.041666666666666664,
+    "intermediate_size": 1536, "is_llama_config": True, "max_position_embeddings": 8192, "model_type": "llama",
+    "num_attention_heads": 9, "num_hidden_layers": 30, "num_key_value_heads": 3, "pretraining_tp": 1,
+    "rms_norm_eps": 1e-05, "rope_interleaved": False, "rope_scaling": None, "rope_theta": 100000,
+    "tie_word_embeddings": True, "torch_dtype": "bfloat16", "transformers_version": "4.40.1", "use_cache": True,
+    "vocab_size": 49152,
+}
+
+
+def test_a_released_configuration_reads_whole():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every field of the published file is known
+        config = config_from_hf(SMOLLM2_135M)
+    assert (config.d_model, config.num_heads, config.kv_heads, config.head_dim, config.hidden) == (576, 9, 3, 64, 1536)
+    assert config.tie_word_embeddings and config.rope_base == 100000.0 and config.max_len == DEFAULT_MAX_LEN
+    with torch.device("meta"):  # its shapes, without the memory
+        model = DecoderLM(config)
+    assert sum(p.numel() for p in model.parameters()) == 134_515_008, "SmolLM2-135M's parameter count"
+
+
+def _hub_cache_with(folder_of, repo_id: str, cache):
+    """The Hugging Face cache laid out as huggingface_hub writes it after a download of repo_id, holding
+    folder_of's files: with HF_HUB_OFFLINE=1, snapshot_download answers from it as it would after a download."""
+    commit = "0" * 40
+    root = cache / f"models--{repo_id.replace('/', '--')}"
+    (root / "refs").mkdir(parents=True)
+    (root / "refs" / "main").write_text(commit)
+    (root / "snapshots").mkdir()
+    (root / "snapshots" / commit).symlink_to(folder_of, target_is_directory=True)
+    return root / "snapshots" / commit
+
+
+def test_a_model_id_goes_through_the_hub_path(checkpoints, tmp_path, monkeypatch):
+    pytest.importorskip("huggingface_hub")
+    folder, hf = checkpoints["smollm2"]
+    _hub_cache_with(folder, "HuggingFaceTB/SmolLM2-135M", tmp_path / "hub")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import importlib
+
+    import huggingface_hub.constants
+
+    importlib.reload(huggingface_hub.constants)  # it reads the environment when imported
+    try:
+        model, tokenizer = from_pretrained("HuggingFaceTB/SmolLM2-135M", dtype=torch.float64)
+        tokens = torch.tensor([tokenizer.encode("attention")])
+        with torch.no_grad():
+            assert_close(model(tokens), hf(input_ids=tokens).logits, **TOL)
+        with pytest.raises(ValueError, match="the Hub did not give it"):
+            from_pretrained("HuggingFaceTB/not-a-model")
+    finally:
+        monkeypatch.undo()
+        importlib.reload(huggingface_hub.constants)
+
+
+def test_the_head_survey_scores_a_copying_model_and_its_baselines():
+    from lessons_src.pretrained import head_survey
+
+    model, chars, _ = __import__("lessons_src").zoo.load("code-lm")  # chapter 15's model, which copies
+    first = torch.randint(0, chars.vocab_size, (4, 16), generator=torch.Generator().manual_seed(0))
+    other = torch.randint(0, chars.vocab_size, (4, 16), generator=torch.Generator().manual_seed(1))
+    survey = head_survey(model, torch.cat([first, first], 1), torch.cat([first, other], 1))
+    assert survey["induction"].shape == (4, 4) and survey["previous"].shape == (4, 4)
+    L = 32  # a uniform head's weight 1 / (i + 1), averaged as each score averages it
+    assert survey["uniform previous"] == pytest.approx(sum(1 / (i + 1) for i in range(1, L)) / (L - 1))
+    assert survey["uniform induction"] == pytest.approx(sum(1 / (i + 1) for i in range(16, L)) / 16)
+    assert survey["uniform first token"] == survey["uniform previous"]
+    with pytest.raises(ValueError, match="must copy its first half"):
+        head_survey(model, torch.cat([first, other], 1), torch.cat([first, other], 1))
+    with pytest.raises(ValueError, match="control must have repeated's shape and its first halves"):
+        head_survey(model, torch.cat([first, first], 1), torch.cat([other, other], 1))
+
+
+def _section(notebook: str, heading: str) -> list[str]:
+    """The code of a chapter's imports (its first code cell after the install cell) and of one section."""
+    import nbformat
+
+    cells = nbformat.read(notebook, as_version=4).cells
+    code = [c.source for c in cells if c.cell_type == "code"]
+    start = next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith(heading))
+    end = next(i for i, c in enumerate(cells) if i > start and c.cell_type == "markdown" and c.source.startswith("## "))
+    return [code[1]] + [c.source for c in cells[start:end] if c.cell_type == "code"]
+
+
+def test_the_chapter_takes_its_online_path_where_the_hub_answers(tmp_path, monkeypatch):
+    """Chapter "Attention in today's open models" asks the Hub for SmolLM2-135M. Its online path, run in a kernel
+    as Colab would, with a folder laid out as huggingface_hub's cache standing in for the download (the course's
+    code-gpt2 written by save_pretrained under SmolLM2's id): the page must take that path and say so."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from lessons_src import zoo
+
+    model, characters, _ = zoo.load("code-gpt2")
+    save_pretrained(model, tmp_path / "stand-in", characters)
+    _hub_cache_with(tmp_path / "stand-in", "HuggingFaceTB/SmolLM2-135M", tmp_path / "hub")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the kernel inherits it: huggingface_hub answers from the cache
+    sources = _section("book/18_todays_attention.ipynb", "## Today's open models on the course's code")
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    NotebookClient(notebook, timeout=300, kernel_name="python3").execute()
+    printed = "".join(o.get("text", "") for c in notebook.cells for o in c.outputs)
+    assert "running: HuggingFaceTB/SmolLM2-135M, from the Hugging Face Hub" in printed, printed[:2000]
+    assert "OFFLINE" not in printed and "No Hugging Face Hub here" not in printed
+
+
+# --- BERT: the encoder of the chapter "The transformer encoder block" -------------------------------------------
+
+BERT_SIZES = dict(vocab_size=VOCAB, hidden_size=D, num_attention_heads=HEADS, num_hidden_layers=LAYERS,
+                  intermediate_size=72, max_position_embeddings=MAX_LEN, attn_implementation="eager")
+
+
+@pytest.mark.parametrize("kind", ["BertModel", "BertForMaskedLM"])
+def test_a_bert_checkpoint_gives_its_hidden_states_and_attention(kind, tmp_path, tokenizer_file):
+    from lessons_src import EncoderModel
+
+    torch.manual_seed(0)
+    hf = getattr(transformers, kind)(transformers.BertConfig(**BERT_SIZES)).to(torch.float64).eval()
+    _randomize(hf, 0)
+    hf.save_pretrained(tmp_path)
+    (tmp_path / "tokenizer.json").write_bytes(tokenizer_file.read_bytes())
+    model, tokenizer = from_pretrained(tmp_path, dtype=torch.float64)
+    assert type(model) is EncoderModel and (model.pooler is not None) == (kind == "BertModel")
+    tokens = torch.randint(0, VOCAB, (2, 20), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones(2, 20, dtype=torch.long)
+    mask[1, 13:] = 0  # the second sequence is 13 tokens, then padding
+    types = (torch.arange(20) >= 8).long().expand(2, 20)  # sentence A, then sentence B
+    bert = hf if kind == "BertModel" else hf.bert
+    with torch.no_grad():
+        expected = bert(input_ids=tokens, attention_mask=mask, token_type_ids=types, output_attentions=True)
+        hidden, weights = model(tokens, attention_mask=mask, token_type_ids=types, return_weights=True)
+    assert expected.last_hidden_state.abs().max() > 1
+    assert_close(hidden, expected.last_hidden_state, atol=1e-10, rtol=1e-10)
+    for ours, theirs in zip(weights, expected.attentions, strict=True):
+        assert_close(ours, theirs, atol=1e-10, rtol=1e-10)
+    assert weights[0][1, :, :, 13:].abs().max() == 0, "padded keys get no weight"
+    if kind == "BertModel":
+        assert_close(model.pooled(hidden), expected.pooler_output, atol=1e-10, rtol=1e-10)
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(position_embedding_type="relative_key"), "'position_embedding_type': 'relative_key'"),
+    (dict(hidden_act="gelu_new"), "'hidden_act': 'gelu_new'"),
+    (dict(is_decoder=True), "'is_decoder': True"),
+])
+def test_what_bert_the_course_lacks_is_refused_by_name(changes, message):
+    bert = {"model_type": "bert", "vocab_size": 10, "hidden_size": 16, "num_attention_heads": 2,
+            "num_hidden_layers": 1, "intermediate_size": 32, "max_position_embeddings": 32}
+    config_from_hf(bert)
+    with pytest.raises(ValueError, match=message):
+        config_from_hf({**bert, **changes})
