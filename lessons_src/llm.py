@@ -30,8 +30,9 @@ dense ``Qwen3NextForCausalLM`` with full rotary loads through :func:`rename_hf_l
 loads into :class:`Attention` as it is (``tests/test_llm_modern.py``). Not implemented, so a released
 checkpoint of these families does not load as it is: Qwen3-Next's partial rotary (``partial_rotary_factor``
 0.25: only a quarter of ``head_dim`` rotates; the tests set 1.0), its linear-attention layers and experts;
-gpt-oss's YaRN-scaled rotary angles (the tests use plain ones) and experts; Gemma 3's second rotary base for
-its sliding layers.
+gpt-oss's experts. (YaRN-stretched rotary angles, Gemma 3's second rotary base for its sliding layers and
+whole Gemma 2 and 3 models came later: ``rope_scaling``, ``rope_local_base_freq`` and Gemma's switches below,
+read from a checkpoint by :func:`lessons_src.from_pretrained`.)
 
 Taught in the chapter "From the original block to a modern LLM block" (today's switches in the chapter
 "Attention in today's open models").

@@ -40,7 +40,7 @@ from torch import Tensor, nn
 from . import _validate as check
 from .llm import RMSNorm, SwiGLU, swiglu_width
 from .masks import causal_mask
-from .rotary import apply_rope, rope_frequencies
+from .rotary import apply_rope, check_rope_scaling, rope_frequencies, yarn_mscale
 
 __all__ = ["MLAConfig", "LatentCache", "MultiHeadLatentAttention", "MLADecoderLayer", "MLADecoderLM",
            "absorbed_scores", "mla_cache_elements", "rename_hf_deepseek", "LATENT_NORM_EPS"]
@@ -57,7 +57,10 @@ class MLAConfig:
     ``kv_lora_rank`` is d_c, the latent's width; ``qk_nope_head_dim`` d_k, the part of each head's query
     and key without positions (its key comes from the latent); ``qk_rope_head_dim`` d_R, the rotary part
     (its key is one per token, shared by every head); ``v_head_dim`` d_v, each head's value width;
-    ``q_lora_rank`` d_c', the query's latent width, or None for a plain ``q_proj``. DeepSeek's names, so a
+    ``q_lora_rank`` d_c', the query's latent width, or None for a plain ``q_proj``. ``rope_scaling``: a
+    long-context checkpoint's (:data:`lessons_src.rotary.ROPE_SCALINGS`: DeepSeek-V3's is YaRN, which also
+    rescales the softmax, :attr:`softmax_scale`); ``rope_interleave``: the rotary pairs adjacent (DeepSeek's
+    ``True``) or in halves (``False``). DeepSeek's names, so a
     ``DeepseekV3Config``'s values carry over (``d_model`` = ``hidden_size``, ``num_heads`` =
     ``num_attention_heads``, ``d_ff`` = ``intermediate_size``, ``eps`` = ``rms_norm_eps``, ``rope_base`` =
     ``rope_theta``). ``d_ff`` defaults to :func:`lessons_src.swiglu_width`. Taught in the chapter
@@ -77,6 +80,8 @@ class MLAConfig:
     v_head_dim: int = 16
     rope_base: float = 10000.0
     eps: float = 1e-6
+    rope_scaling: dict | None = None
+    rope_interleave: bool = True
 
     def __post_init__(self) -> None:
         where = "MLAConfig"
@@ -102,6 +107,20 @@ class MLAConfig:
             raise ValueError(f"{where}: rope_base must be a finite number > 1, got {base!r}")
         if isinstance(self.eps, bool) or not isinstance(self.eps, (int, float)) or not self.eps > 0:
             raise ValueError(f"{where}: eps must be a number > 0, got {self.eps!r}")
+        if self.rope_scaling is not None:
+            check_rope_scaling(self.rope_scaling, where)
+        if not isinstance(self.rope_interleave, bool):
+            raise ValueError(f"{where}: rope_interleave must be True or False, got {self.rope_interleave!r}")
+
+    @property
+    def softmax_scale(self) -> float:
+        """``1/sqrt(d_k + d_R)``, times DeepSeek's YaRN correction ``mscale(factor, mscale_all_dim)²`` when the
+        rotary angles are stretched by YaRN with ``mscale_all_dim``."""
+        scale = self.qk_head_dim**-0.5
+        s = self.rope_scaling
+        if s is not None and s["rope_type"] == "yarn" and s.get("mscale_all_dim"):
+            scale *= yarn_mscale(s["factor"], s["mscale_all_dim"]) ** 2
+        return scale
 
     @property
     def qk_head_dim(self) -> int:
@@ -217,9 +236,15 @@ class MultiHeadLatentAttention(nn.Module):
         self.kv_a_layernorm = RMSNorm(c.kv_lora_rank, eps=LATENT_NORM_EPS)
         self.kv_b_proj = nn.Linear(c.kv_lora_rank, c.num_heads * (c.qk_nope_head_dim + c.v_head_dim), bias=False)
         self.o_proj = nn.Linear(c.num_heads * c.v_head_dim, c.d_model, bias=False)
-        cos, sin = rope_frequencies(c.qk_rope_head_dim, c.max_len, base=c.rope_base)
+        cos, sin = self.rotary_tables()
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
+        self.layout = "interleaved" if c.rope_interleave else "half"
+
+    def rotary_tables(self) -> tuple[Tensor, Tensor]:
+        """cos and sin ``(max_len, d_R / 2)`` of the decoupled rotary part."""
+        c = self.config
+        return rope_frequencies(c.qk_rope_head_dim, c.max_len, base=c.rope_base, scaling=c.rope_scaling)
 
     def up_projections(self) -> tuple[Tensor, Tensor]:
         """``w_uk (H, d_k, d_c)`` and ``w_uv (H, d_v, d_c)``, the two halves of ``kv_b_proj`` per head.
@@ -247,14 +272,15 @@ class MultiHeadLatentAttention(nn.Module):
         query_nope, query_rope = query.split([c.qk_nope_head_dim, c.qk_rope_head_dim], dim=-1)
         latent, rope_key = self.kv_a_proj_with_mqa(x).split([c.kv_lora_rank, c.qk_rope_head_dim], dim=-1)
         latent = self.kv_a_layernorm(latent)  # (B, L_new, d_c); the rotary key is not normalised
-        query_rope = apply_rope(query_rope, self.rope_cos, self.rope_sin, past)  # (B, H, L_new, d_R)
-        rope_key = apply_rope(rope_key, self.rope_cos, self.rope_sin, past)  # (B, L_new, d_R)
+        query_rope = apply_rope(query_rope, self.rope_cos, self.rope_sin, past, layout=self.layout)  # (B, H, L_new, d_R)
+        rope_key = apply_rope(rope_key, self.rope_cos, self.rope_sin, past, layout=self.layout)  # (B, L_new, d_R)
         if cache is not None:
             latent, rope_key = cache.append(latent, rope_key)  # (B, T, d_c), (B, T, d_R)
         allowed = causal_mask(L_new, past + L_new, device=x.device)  # (L_new, T), bottom-right aligned
         w_uk, w_uv = self.up_projections()
         if absorbed:
             scores = absorbed_scores(query_nope, query_rope, latent, rope_key, w_uk)  # (B, H, L_new, T)
+            scores = scores * (c.softmax_scale * c.qk_head_dim**0.5)  # 1, or YaRN's correction
             weights = scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1)  # (B, H, L_new, T)
             mixed_latent = torch.einsum("bhlt,btc->bhlc", weights, latent)  # (B, H, L_new, d_c)
             out = torch.einsum("bhlc,hvc->bhlv", mixed_latent, w_uv)  # (B, H, L_new, d_v): W_UV after the sum
@@ -265,7 +291,7 @@ class MultiHeadLatentAttention(nn.Module):
             key = torch.cat([key_nope, rope_key.unsqueeze(1).expand(B, c.num_heads, T, c.qk_rope_head_dim)],
                             dim=-1)  # (B, H, T, d_k + d_R): the rotary key shared by every head
             out = F.scaled_dot_product_attention(torch.cat([query_nope, query_rope], dim=-1), key, value,
-                                                 attn_mask=allowed)  # (B, H, L_new, d_v), scale 1/sqrt(d_k + d_R)
+                                                 attn_mask=allowed, scale=c.softmax_scale)  # (B, H, L_new, d_v)
         return self.o_proj(out.transpose(1, 2).reshape(B, L_new, c.num_heads * c.v_head_dim))
 
 
@@ -334,10 +360,11 @@ class MLADecoderLM(nn.Module):
         ``config`` must carry the checkpoint's sizes (see :class:`MLAConfig`). The names go through
         :func:`rename_hf_deepseek`, and ``load_state_dict`` (strict) names any weight missing or left over
         (a mixture-of-experts layer's ``mlp.experts...`` among them). The rotary pairs are adjacent, as
-        DeepSeek's ``rope_interleave=True``; the rotary frequencies are the plain ones (``rope_type="default"``).
-        DeepSeek-V3's released configuration extends its context with YaRN (``rope_type="yarn"``), which
-        rescales the frequencies and the softmax scale; this model does not, so its logits equal the
-        reference's only for a default rotary configuration. Taught in the chapter "Multi-head latent attention".
+        DeepSeek's ``rope_interleave=True``. DeepSeek-V3's released configuration extends its context with YaRN
+        (``rope_type="yarn"``), which rescales the frequencies and the softmax scale: give the config that
+        ``rope_scaling`` (:func:`lessons_src.config_from_hf` reads it from the checkpoint's config.json, and
+        :func:`lessons_src.from_pretrained` loads a whole dense checkpoint folder). Taught in the chapter
+        "Multi-head latent attention".
         """
         if not isinstance(config, MLAConfig):
             raise ValueError(f"from_deepseek_state_dict: config must be an MLAConfig, got {type(config).__name__}")

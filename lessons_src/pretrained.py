@@ -9,7 +9,7 @@ course's, in one table per family (:data:`FAMILIES`), so that a learner's ``Deco
 - :func:`config_from_hf`: ``config.json`` -> :class:`lessons_src.DecoderConfig`. Reads both the
   ``rope_theta`` + ``rope_scaling`` of transformers 4 (most checkpoints on the Hub) and the
   ``rope_parameters`` of transformers 5; refuses, by name, what the course does not implement
-  (mixtures of experts, partial rotary, YaRN, a family it has no table for).
+  (mixtures of experts, partial rotary, dynamic NTK, a family it has no table for).
 - :func:`from_pretrained`: ``(model, tokenizer)`` from a local folder or, where the Hub is reachable
   (Colab), a model id. The weights load with ``safetensors``, strictly: a weight missing or left over is
   named. ``model(input_ids)`` gives the logits ``(B, L, vocab)``.
@@ -24,7 +24,8 @@ embeddings, soft-capped scores and logits, interleaved sliding layers), Gemma 3'
 second rotary base for the sliding layers) and GPT-2, each equal to transformers' class in logits and in greedy
 decoding with the course's cache; and BERT, as the course's :class:`lessons_src.EncoderModel` (the post-LN
 blocks of the chapter "The transformer encoder block"), equal in hidden states and attention weights
-(``tests/test_pretrained.py``). Not yet: DeepSeek's MLA (refused by name). Taught in the chapter "From the original block to a
+(``tests/test_pretrained.py``); and a DeepSeek-V3 whose layers are all dense, as the course's
+:class:`lessons_src.MLADecoderLM` with YaRN-stretched rotary angles (a mixture of experts is refused by name). Taught in the chapter "From the original block to a
 modern LLM block".
 """
 
@@ -44,7 +45,8 @@ from torch import Tensor
 from .encoder import EncoderConfig, EncoderModel
 from .language_model import CharTokenizer
 from .llm import DecoderConfig, DecoderLM
-from .rotary import ROPE_SCALINGS, rope_layout_permutation
+from .mla import MLAConfig, MLADecoderLM
+from .rotary import _OPTIONAL, ROPE_SCALINGS, rope_layout_permutation
 
 __all__ = ["config_from_hf", "from_pretrained", "save_pretrained", "load_safetensors", "greedy", "head_survey",
            "Tokenizer", "FAMILIES", "DEFAULT_MAX_LEN"]
@@ -155,6 +157,19 @@ def _rename_bert(state_dict: dict[str, Tensor], config: EncoderConfig) -> dict[s
     return out
 
 
+def _rename_deepseek(state_dict: dict[str, Tensor], config: MLAConfig) -> dict[str, Tensor]:
+    """DeepSeek-V3: the course uses its names below ``model.``; the multi-token-prediction layers some
+    checkpoints store after the last layer (``model.layers.<num_layers>.``) are named by the strict load."""
+    return {name.removeprefix("model."): w for name, w in state_dict.items() if not name.endswith("rotary_emb.inv_freq")}
+
+
+_DEEPSEEK_NAMES = {"vocab_size": "vocab_size", "hidden_size": "d_model", "num_attention_heads": "num_heads",
+                   "num_hidden_layers": "num_layers", "intermediate_size": "d_ff", "kv_lora_rank": "kv_lora_rank",
+                   "q_lora_rank": "q_lora_rank", "qk_nope_head_dim": "qk_nope_head_dim",
+                   "qk_rope_head_dim": "qk_rope_head_dim", "v_head_dim": "v_head_dim", "rms_norm_eps": "eps",
+                   "rope_interleave": "rope_interleave"}
+
+
 _BERT_NAMES = {"vocab_size": "vocab_size", "hidden_size": "d_model", "num_attention_heads": "num_heads",
                "num_hidden_layers": "num_layers", "intermediate_size": "d_ff", "type_vocab_size": "type_vocab_size",
                "layer_norm_eps": "eps"}
@@ -178,6 +193,7 @@ FAMILIES: dict[str, Family] = {
     "gemma3_text": Family(_GEMMA_NAMES, dict(_GEMMA_SWITCHES, qk_norm=True), _rename_llama,
                           dict(tie_word_embeddings=True)),
     "bert": Family(_BERT_NAMES, {}, _rename_bert, {}),
+    "deepseek_v3": Family(_DEEPSEEK_NAMES, {}, _rename_deepseek, {}),
     "gpt2": Family(_GPT2_NAMES, dict(norm="layer", placement="pre", ffn="gelu_tanh", positions="learned", bias=True,
                                      tie_word_embeddings=True), _rename_gpt2, {}),
 }
@@ -213,8 +229,8 @@ def _rope(hf: dict, where: str) -> tuple[float, dict | None]:
         return float(base), None
     if kind not in ROPE_SCALINGS:
         raise ValueError(f"{where}: rope_type {kind!r} is not implemented (the course implements "
-                         f"{', '.join(map(repr, ROPE_SCALINGS))}; YaRN, dynamic NTK and LongRoPE are not)")
-    keep = {k: scaling[k] for k in ("rope_type", *ROPE_SCALINGS[kind]) if k in scaling}
+                         f"{', '.join(map(repr, ROPE_SCALINGS))}; dynamic NTK and LongRoPE are not)")
+    keep = {k: v for k, v in scaling.items() if k in ("rope_type", *ROPE_SCALINGS[kind], *_OPTIONAL.get(kind, ()))}
     return float(base), keep
 
 
@@ -252,13 +268,13 @@ def config_from_hf(config: dict | str | os.PathLike, *, max_len: int | None = No
     where = "config_from_hf"
     hf = _read_config(config)
     kind = hf.get("model_type")
-    if kind in _MIXTURES:
-        dense = kind in ("deepseek_v2", "deepseek_v3") and hf.get("first_k_dense_replace", 0) >= hf.get(
-            "num_hidden_layers", 1)
-        raise ValueError(f"{where}: model_type {kind!r} " + (
-            "is dense here (first_k_dense_replace covers every layer, though the config lists experts), but "
-            "DeepSeek's latent attention has no loader yet" if dense else
-            "has mixture-of-experts layers, which the course does not implement"))
+    dense_deepseek = kind == "deepseek_v3" and (hf.get("first_k_dense_replace") or 0) >= hf.get("num_hidden_layers", 1)
+    if kind in _MIXTURES and not dense_deepseek:
+        raise ValueError(f"{where}: model_type {kind!r} has mixture-of-experts layers, which the course does not "
+                         "implement" + (" (a DeepSeek-V3 whose first_k_dense_replace covers every layer is dense, "
+                                        "and loads)" if kind == "deepseek_v3" else ""))
+    if dense_deepseek:
+        return _deepseek_config(hf, max_len, where)
     if kind in _NOT_YET:
         raise ValueError(f"{where}: {_NOT_YET[kind]}")
     if kind not in FAMILIES:
@@ -309,6 +325,34 @@ _CHECKED = {"all": {"hidden_act", "activation_function", "attention_bias", "mlp_
                     "rope_local_base_freq", "sliding_window_pattern", "use_bidirectional_attention",
                     "cache_implementation", "final_logit_softcapping", "attn_logit_softcapping",
                     "query_pre_attn_scalar", "_sliding_window_pattern"}}
+
+
+def _deepseek_config(hf: dict, max_len: int | None, where: str) -> MLAConfig:
+    """A DeepSeek-V3 whose every layer is dense: multi-head latent attention and SwiGLU (the experts' fields of its
+    config.json describe layers it does not have)."""
+    wrong = {name: hf[name] for name, value in (("hidden_act", "silu"), ("attention_bias", False),
+                                                ("tie_word_embeddings", False)) if hf.get(name, value) != value}
+    if wrong:
+        raise ValueError(f"{where}: this deepseek_v3 checkpoint sets {wrong}, which the course does not implement")
+    fields = {ours: hf[theirs] for theirs, ours in _DEEPSEEK_NAMES.items() if theirs in hf}
+    fields["q_lora_rank"] = hf.get("q_lora_rank")  # None: a plain q_proj
+    fields["rope_base"], fields["rope_scaling"] = _rope(hf, where)
+    longest = hf.get("max_position_embeddings", 4096)
+    fields["max_len"] = min(longest, DEFAULT_MAX_LEN) if max_len is None else max_len
+    if fields["max_len"] > longest:
+        raise ValueError(f"{where}: max_len={max_len} is beyond the checkpoint's {longest} positions")
+    known = set(_DEEPSEEK_NAMES) | {"max_position_embeddings", "rope_theta", "rope_scaling", "rope_parameters",
+                                    "hidden_act", "attention_bias", "tie_word_embeddings", "first_k_dense_replace",
+                                    "num_key_value_heads", "moe_intermediate_size", "n_shared_experts",
+                                    "n_routed_experts", "routed_scaling_factor", "n_group", "topk_group",
+                                    "num_experts_per_tok", "norm_topk_prob", "output_router_logits",
+                                    "num_mtp_layers", "num_nextn_predict_layers", "topk_method", "scoring_func",
+                                    "aux_loss_alpha", "seq_aux", "ep_size", "moe_layer_freq", "head_dim",
+                                    "qk_head_dim", "rope_interleave"}
+    unknown = sorted(k for k in hf if k not in known and k not in _IGNORED)
+    if unknown:
+        warnings.warn(f"{where}: config.json fields not read (they may change nothing): {unknown}", stacklevel=3)
+    return MLAConfig(**fields)
 
 
 def _bert_config(hf: dict, fields: dict, max_len: int | None, where: str) -> EncoderConfig:
@@ -476,8 +520,9 @@ def from_pretrained(path_or_id: str | os.PathLike, *, dtype: torch.dtype | None 
     if isinstance(config, EncoderConfig) and "pooler.weight" in renamed:  # BertModel has one, BertForMaskedLM not
         config = dataclasses.replace(config, pooler=True)
     stored = next(iter(weights.values())).dtype
+    kind = {DecoderConfig: DecoderLM, EncoderConfig: EncoderModel, MLAConfig: MLADecoderLM}[type(config)]
     with torch.device("meta"):
-        model = DecoderLM(config) if isinstance(config, DecoderConfig) else EncoderModel(config)
+        model = kind(config)
     model = model.to_empty(device="cpu").to(stored if dtype is None else dtype)
     _load_strictly(model, renamed, folder)
     for module in model.modules():  # the rotary tables and position buffers were made on "meta"
@@ -505,8 +550,9 @@ def _load_strictly(model: DecoderLM, weights: dict[str, Tensor], folder: Path) -
 def _rebuild_buffers(module: torch.nn.Module, config: DecoderConfig) -> None:
     """Buffers that are computed, not stored (the rotary tables), computed again on the CPU."""
     from .llm import Attention
+    from .mla import MultiHeadLatentAttention
 
-    if isinstance(module, Attention) and config.positions == "rope":
+    if isinstance(module, Attention) and config.positions == "rope" or isinstance(module, MultiHeadLatentAttention):
         module.rope_cos, module.rope_sin = module.rotary_tables()
 
 

@@ -15,12 +15,22 @@ from torch import Tensor
 
 from . import _validate as check
 
-__all__ = ["rope_frequencies", "apply_rope", "rope_layout_permutation", "ROPE_SCALINGS", "check_rope_scaling"]
+__all__ = ["rope_frequencies", "apply_rope", "rope_layout_permutation", "ROPE_SCALINGS", "check_rope_scaling",
+           "yarn_mscale", "yarn_attention_factor"]
 
 #: The rescaled frequencies of long-context checkpoints that :func:`rope_frequencies` implements: the
 #: ``rope_type`` of a Hugging Face config's ``rope_scaling`` (or ``rope_parameters``) and the keys each needs.
 ROPE_SCALINGS = {"linear": ("factor",),
-                 "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")}
+                 "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+                 "yarn": ("factor", "original_max_position_embeddings")}
+#: The keys a scaling may give and need not (YaRN's, with their defaults in :func:`_scaled`).
+_OPTIONAL = {"yarn": ("beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor", "truncate")}
+
+
+def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
+    """YaRN's magnitude correction for a context stretched ``factor`` times: ``0.1 · mscale · ln(factor) + 1``
+    (1 when ``factor <= 1``). Taught in the chapter "Rotary position embeddings"."""
+    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
 
 
 def check_rope_scaling(scaling: dict, where: str) -> None:
@@ -30,7 +40,7 @@ def check_rope_scaling(scaling: dict, where: str) -> None:
         raise ValueError(f"{where}: rope_scaling must be a dict whose rope_type is one of "
                          f"{', '.join(map(repr, ROPE_SCALINGS))}, got {scaling!r}")
     missing = [key for key in ROPE_SCALINGS[kind] if key not in scaling]
-    unknown = sorted(set(scaling) - set(ROPE_SCALINGS[kind]) - {"rope_type"})
+    unknown = sorted(set(scaling) - set(ROPE_SCALINGS[kind]) - set(_OPTIONAL.get(kind, ())) - {"rope_type"})
     if missing or unknown:
         raise ValueError(f"{where}: rope_scaling of rope_type {kind!r} needs the keys {ROPE_SCALINGS[kind]}; "
                          f"missing {missing}, not understood {unknown}")
@@ -39,6 +49,35 @@ def check_rope_scaling(scaling: dict, where: str) -> None:
         raise ValueError(f"{where}: every number of rope_scaling must be > 0, got {scaling!r}")
     if kind == "llama3" and not scaling["high_freq_factor"] > scaling["low_freq_factor"]:
         raise ValueError(f"{where}: rope_scaling needs high_freq_factor > low_freq_factor, got {scaling!r}")
+
+
+def _yarn(theta: Tensor, scaling: dict, base: float, head_dim: int) -> Tensor:
+    """YaRN (Peng et al. 2023, as Hugging Face computes it): pairs that turn more than ``beta_fast`` times over the
+    original context keep their frequency, pairs that turn fewer than ``beta_slow`` times are divided by
+    ``factor``, and a linear ramp over the pair index blends the ones between."""
+    original = scaling["original_max_position_embeddings"]
+
+    def pair_turning(turns: float) -> float:  # the pair index that turns `turns` times over `original` positions
+        return head_dim * math.log(original / (turns * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = pair_turning(scaling.get("beta_fast") or 32), pair_turning(scaling.get("beta_slow") or 1)
+    if scaling.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, head_dim - 1)
+    high = high + 0.001 if low == high else high
+    ramp = ((torch.arange(head_dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)  # 0 fast, 1 slow
+    return theta / scaling["factor"] * ramp + theta * (1 - ramp)
+
+
+def yarn_attention_factor(scaling: dict) -> float:
+    """What YaRN multiplies cos and sin by: ``attention_factor`` if given, else the ratio of the two mscales
+    (DeepSeek gives both) or the mscale of ``factor`` alone. Taught in the chapter "Rotary position embeddings"."""
+    if scaling.get("attention_factor") is not None:
+        return float(scaling["attention_factor"])
+    mscale, all_dim = scaling.get("mscale"), scaling.get("mscale_all_dim")
+    if mscale and all_dim:
+        return yarn_mscale(scaling["factor"], mscale) / yarn_mscale(scaling["factor"], all_dim)
+    return yarn_mscale(scaling["factor"])
 
 
 def _scaled(theta: Tensor, scaling: dict) -> Tensor:
@@ -70,7 +109,8 @@ def rope_frequencies(
     on the CPU, then rounded, so long positions keep their precision. ``scaling``: None, or a long-context
     checkpoint's ``rope_scaling`` dict (:data:`ROPE_SCALINGS`: ``{"rope_type": "llama3", "factor": 8.0,
     "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}`` in Llama
-    3.1), which rescales the frequencies θ_p before the angles are taken.
+    3.1), which rescales the frequencies θ_p before the angles are taken; YaRN's (``"yarn"``, DeepSeek-V3, Qwen
+    at long context) also multiplies cos and sin by its attention factor, which scales every score by its square.
     Taught in the chapter "Rotary position embeddings".
     """
     check.positive_int(head_dim, "head_dim", "rope_frequencies")
@@ -80,11 +120,15 @@ def rope_frequencies(
     if not base > 0:
         raise ValueError(f"rope_frequencies: base must be positive, got {base!r}")
     theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (d/2,)
+    magnitude = 1.0
     if scaling is not None:
         check_rope_scaling(scaling, "rope_frequencies")
-        theta = _scaled(theta, scaling)
+        if scaling["rope_type"] == "yarn":
+            theta, magnitude = _yarn(theta, scaling, base, head_dim), yarn_attention_factor(scaling)
+        else:
+            theta = _scaled(theta, scaling)
     angles = torch.arange(max_len, dtype=torch.float64)[:, None] * theta[None, :]  # (max_len, d/2)
-    return angles.cos().float().to(device), angles.sin().float().to(device)
+    return (magnitude * angles.cos()).float().to(device), (magnitude * angles.sin()).float().to(device)
 
 
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, positions: Tensor | int | None = None, *,

@@ -198,14 +198,21 @@ def test_an_unsupported_switch_is_named():
 
     @dataclasses.dataclass(frozen=True)
     class NewMLAConfig(MLAConfig):
-        rope_interleave: bool = True
+        absorbed_output: bool = False
 
     mla = MLADecoderLM(MLAConfig(vocab_size=TOKENIZER.vocab_size, max_len=8))
     mla.config = NewMLAConfig(vocab_size=TOKENIZER.vocab_size, max_len=8)
     ModelExplorer(mla, TOKENIZER)
-    mla.config = NewMLAConfig(vocab_size=TOKENIZER.vocab_size, max_len=8, rope_interleave=False)
-    with pytest.raises(ValueError, match=r"MLAConfig field\(s\) \['rope_interleave'\] are not supported"):
+    mla.config = NewMLAConfig(vocab_size=TOKENIZER.vocab_size, max_len=8, absorbed_output=True)
+    with pytest.raises(ValueError, match=r"MLAConfig field\(s\) \['absorbed_output'\] are not supported"):
         ModelExplorer(mla, TOKENIZER)
+    # Real checkpoints' fields the JavaScript does not compute (rotate-half pairs, YaRN) are refused by name too.
+    for field in (dict(rope_interleave=False), dict(rope_scaling={"rope_type": "linear", "factor": 2.0})):
+        with pytest.raises(ValueError, match=rf"MLAConfig field\(s\) \['{next(iter(field))}'\] are not supported"):
+            ModelExplorer(MLADecoderLM(MLAConfig(vocab_size=TOKENIZER.vocab_size, max_len=8, **field)), TOKENIZER)
+    with pytest.raises(ValueError, match=r"DecoderConfig switch\(es\) \['sandwich_norms', 'scale_embeddings'\]"):
+        ModelExplorer(DecoderLM(DecoderConfig(vocab_size=TOKENIZER.vocab_size, max_len=8, placement="pre",
+                                              sandwich_norms=True, scale_embeddings=True)), TOKENIZER)
 
 
 def test_an_unsupported_activation_is_named(lm):

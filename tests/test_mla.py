@@ -93,14 +93,12 @@ def test_a_wrong_scale_or_rotary_layout_would_show():
     tokens = torch.randint(0, 61, (2, 24), generator=torch.Generator().manual_seed(10))
     with torch.no_grad():
         expected = hf(input_ids=tokens).logits
-        import lessons_src.mla as mla
-
-        original = mla.apply_rope
-        try:
-            mla.apply_rope = lambda x, cos, sin, past: original(x, cos, sin, past, layout="half")
-            assert (ours(tokens) - expected).abs().max() > 0.1
-        finally:
-            mla.apply_rope = original
+        for layer in ours.layers:  # the rotate-half layout (rope_interleave=False) instead of adjacent pairs
+            layer.self_attn.layout = "half"
+        assert (ours(tokens) - expected).abs().max() > 0.1
+        for layer in ours.layers:
+            layer.self_attn.layout = "interleaved"
+        assert_close(ours(tokens), expected, atol=1e-5, rtol=1e-5)
         for layer in ours.layers:  # scale the queries so the scores are divided by sqrt(d_k) only
             layer.self_attn.q_proj.weight.mul_(math.sqrt(14 / 8))
         assert (ours(tokens) - expected).abs().max() > 0.1

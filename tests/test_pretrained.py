@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import warnings
 
 import pytest
 import torch
 from torch.testing import assert_close
 
-from lessons_src import DecoderConfig, DecoderLM, course_text
+from lessons_src import DecoderConfig, DecoderLM, MLADecoderLM, course_text
 from lessons_src.pretrained import (
     DEFAULT_MAX_LEN,
     Tokenizer,
@@ -39,6 +40,8 @@ SIZES = dict(vocab_size=VOCAB, hidden_size=D, intermediate_size=72, num_hidden_l
              num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, max_position_embeddings=MAX_LEN,
              rms_norm_eps=1e-6, attn_implementation="eager")
 GEMMA = {**SIZES, "head_dim": 16, "sliding_window": 8}
+YARN = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 12,
+        "beta_fast": 8, "beta_slow": 1}
 LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
                "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
 
@@ -65,6 +68,14 @@ def _families():
             **GEMMA, query_pre_attn_scalar=16, layer_types=["sliding_attention", "full_attention"],
             rope_parameters={"full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000000.0},
                              "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})),
+        # Qwen3 at long context: YaRN-stretched angles, cos and sin times YaRN's attention factor.
+        "qwen3-yarn": lambda: t.Qwen3ForCausalLM(t.Qwen3Config(**SIZES, head_dim=16, rope_parameters=YARN)),
+        # DeepSeek-V3 with every layer dense: latent attention, YaRN with DeepSeek's softmax correction.
+        "deepseek-v3": lambda: t.DeepseekV3ForCausalLM(t.DeepseekV3Config(
+            **{k: v for k, v in SIZES.items() if k != "num_key_value_heads"}, num_key_value_heads=HEADS,
+            first_k_dense_replace=LAYERS, moe_intermediate_size=16, n_routed_experts=4, num_experts_per_tok=2,
+            n_group=1, topk_group=1, kv_lora_rank=12, q_lora_rank=20, qk_rope_head_dim=6, qk_nope_head_dim=8,
+            v_head_dim=10, rope_parameters=dict(YARN, mscale=0.707, mscale_all_dim=1.0))),
         "gpt2": lambda: t.GPT2LMHeadModel(t.GPT2Config(vocab_size=VOCAB, n_embd=D, n_head=HEADS, n_layer=LAYERS,
                                                        n_positions=MAX_LEN, bos_token_id=0, eos_token_id=0,
                                                        attn_implementation="eager")),
@@ -117,7 +128,8 @@ def checkpoints(tmp_path_factory, tokenizer_file):
     return out
 
 
-FAMILY_NAMES = ["llama3", "smollm2", "mistral", "qwen2.5", "qwen3", "gemma2", "gemma3", "gpt2"]
+FAMILY_NAMES = ["llama3", "smollm2", "mistral", "qwen2.5", "qwen3", "gemma2", "gemma3", "qwen3-yarn", "deepseek-v3",
+                "gpt2"]
 
 
 def _greedy_hf(hf, ids: list[int], new_tokens: int) -> list[int]:
@@ -132,7 +144,8 @@ def _greedy_hf(hf, ids: list[int], new_tokens: int) -> list[int]:
 def test_a_checkpoint_written_by_transformers_loads_and_decodes_alike(family, checkpoints):
     folder, hf = checkpoints[family]
     model, tokenizer = from_pretrained(folder, dtype=torch.float64)
-    assert type(model) is DecoderLM and not any("transformers" in type(m).__module__ for m in model.modules())
+    assert type(model) is (MLADecoderLM if family == "deepseek-v3" else DecoderLM)
+    assert not any("transformers" in type(m).__module__ for m in model.modules())
     ids = tokenizer.encode("The attention of each head reads the keys.")[:MAX_LEN]
     tokens = torch.tensor([ids, ids[::-1]])[:, :24]
     with torch.no_grad():
@@ -152,6 +165,10 @@ def test_the_families_set_what_makes_them_differ(checkpoints):
     assert configs["qwen2.5"].qkv_bias and not configs["qwen2.5"].bias
     assert configs["qwen3"].qk_norm and configs["qwen3"].head_dim == 16 and configs["qwen3"].d_model == 32
     assert (configs["gpt2"].norm, configs["gpt2"].ffn, configs["gpt2"].positions) == ("layer", "gelu_tanh", "learned")
+    assert configs["qwen3-yarn"].rope_scaling == {k: v for k, v in YARN.items() if k != "rope_theta"}
+    deepseek = configs["deepseek-v3"]
+    assert (deepseek.kv_lora_rank, deepseek.q_lora_rank, deepseek.qk_rope_head_dim) == (12, 20, 6)
+    assert deepseek.softmax_scale == pytest.approx((8 + 6) ** -0.5 * (0.1 * math.log(4.0) + 1) ** 2)
     gemma2, gemma3 = configs["gemma2"], configs["gemma3"]
     assert gemma2.layer_types == ("sliding_attention", "full_attention") and gemma2.sliding_window == 8
     assert (gemma2.attn_logit_softcapping, gemma2.final_logit_softcapping, gemma2.query_pre_attn_scalar) == (4, 3, 24)
@@ -202,8 +219,10 @@ def _llama(**changes):
 @pytest.mark.parametrize("hf, message", [
     (_llama(model_type="mixtral"), "'mixtral' has mixture-of-experts layers"),
     (_llama(model_type="qwen3_moe"), "'qwen3_moe' has mixture-of-experts layers"),
-    (_llama(model_type="deepseek_v3", first_k_dense_replace=1), "is dense here .* latent attention has no loader"),
-    (_llama(model_type="deepseek_v3", first_k_dense_replace=0), "'deepseek_v3' has mixture-of-experts layers"),
+    (_llama(model_type="deepseek_v3", first_k_dense_replace=0), "'deepseek_v3' has mixture-of-experts layers, .* "
+                                                                "first_k_dense_replace covers every layer is dense"),
+    (_llama(model_type="deepseek_v3", first_k_dense_replace=1, num_hidden_layers=2), "mixture-of-experts"),
+    (_llama(model_type="deepseek_v3", first_k_dense_replace=1, attention_bias=True), "'attention_bias': True"),
     (_llama(model_type="gemma3"), "Gemma 3's image-text model"),
     (_llama(model_type="gemma2", hidden_activation="gelu"), "'hidden_activation': 'gelu'"),
     (_llama(model_type="gemma3_text", sliding_window=4, use_bidirectional_attention=True),
@@ -212,7 +231,7 @@ def _llama(**changes):
         "full_attention": {"rope_type": "default", "rope_theta": 1e6},
         "sliding_attention": {"rope_type": "linear", "factor": 2.0}}), "rescaled rotary angles on sliding layers"),
     (_llama(model_type="falcon"), "model_type 'falcon' is not a family the course reads"),
-    (_llama(rope_scaling={"rope_type": "yarn", "factor": 4.0}), "rope_type 'yarn' is not implemented"),
+    (_llama(rope_scaling={"rope_type": "longrope", "factor": 4.0}), "rope_type 'longrope' is not implemented"),
     (_llama(rope_scaling={"rope_type": "dynamic", "factor": 2.0}), "rope_type 'dynamic' is not implemented"),
     (_llama(partial_rotary_factor=0.5), "partial rotary is not implemented"),
     (_llama(rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.25}),
