@@ -453,7 +453,9 @@ class Tokenizer:
 
         if not isinstance(chars, CharTokenizer):
             raise ValueError(f"Tokenizer.from_char_tokenizer: expected a CharTokenizer, got {type(chars).__name__}")
-        backend = Backend(models.WordLevel({c: i for i, c in enumerate(chars.chars)}, unk_token=chars.chars[0]))
+        # The unknown token is not in the vocabulary, so a character the model never saw is an error, as in
+        # CharTokenizer.encode, never silently another character's id.
+        backend = Backend(models.WordLevel({c: i for i, c in enumerate(chars.chars)}, unk_token="<unk>"))
         backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # every character
         backend.decoder = decoders.Fuse()  # the characters back together, no spaces between
         return cls(backend)
@@ -465,7 +467,12 @@ class Tokenizer:
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         if not isinstance(text, str):
             raise ValueError(f"Tokenizer.encode: text must be a str, got {type(text).__name__}")
-        return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
+        try:
+            return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
+        except Exception as error:  # tokenizers raises its own Exception type
+            unknown = sorted({c for c in text if self.backend.token_to_id(c) is None})[:10]
+            raise ValueError(f"Tokenizer.encode: the text cannot be encoded ({error}); characters without an id "
+                             f"in this vocabulary: {unknown}") from error
 
     def decode(self, ids: list[int] | Tensor, skip_special_tokens: bool = False) -> str:
         ids = ids.tolist() if isinstance(ids, Tensor) else list(ids)

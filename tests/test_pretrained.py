@@ -323,6 +323,8 @@ def test_a_zoo_model_and_its_characters_round_trip(tmp_path):
     assert loaded.encode(known) == ids == PreTrainedTokenizerFast(
         tokenizer_file=str(tmp_path / "tokenizer.json"))(known)["input_ids"]
     assert loaded.decode(ids) == known
+    with pytest.raises(ValueError, match=r"characters without an id in this vocabulary: .*'ü'"):
+        loaded.encode(text)  # never another character's id
     theirs = transformers.AutoModelForCausalLM.from_pretrained(tmp_path).eval()
     with torch.no_grad():
         assert_close(theirs(input_ids=torch.tensor([ids])).logits, model(torch.tensor([ids])), atol=1e-4, rtol=1e-4)
