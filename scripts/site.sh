@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_venv.sh
 ensure_venv book
+# The pages never depend on the network: chapter "Attention in today's open models" asks the Hugging Face Hub
+# for SmolLM2-135M and, offline, runs a course model in its place (CONTRIBUTING.md, "Real checkpoints").
+export HF_HUB_OFFLINE=1
 
 t0=$SECONDS
 python scripts/book.py build

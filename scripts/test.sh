@@ -31,6 +31,9 @@ ensure_venv dev
 tier=gate
 if [ "${1:-}" = full ] || [ "${1:-}" = gate ]; then tier=$1; shift; fi
 export LESSONS_TEST_TIER=$tier  # read by the tests (tests/launch_env.py)
+# The pages never depend on the network: chapter "Attention in today's open models" asks the Hugging Face Hub
+# for SmolLM2-135M and, offline, runs a course model in its place (CONTRIBUTING.md, "Real checkpoints").
+export HF_HUB_OFFLINE=1
 USER_PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-}"
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(lint unit dist notebooks site frontend load)

@@ -224,7 +224,7 @@ def test_rotary_turns_queries_and_keys_never_values():
     (dict(qkv_bias="yes"), "qkv_bias must be True or False"),
     (dict(tie_word_embeddings=1), "tie_word_embeddings must be True or False"),
     (dict(rope_scaling={"rope_type": "linear", "factor": 2.0}), "rope_scaling only applies with positions='rope'"),
-    (dict(positions="rope", rope_scaling={"rope_type": "yarn", "factor": 4.0}), "rope_type is one of 'linear', 'llama3'"),
+    (dict(positions="rope", rope_scaling={"rope_type": "dynamic", "factor": 4.0}), "rope_type is one of 'linear', 'llama3', 'yarn'"),
     (dict(positions="rope", rope_scaling={"rope_type": "llama3", "factor": 8.0}), "missing .'low_freq_factor'"),
     (dict(positions="rope", rope_scaling={"rope_type": "linear", "factor": -1}), "must be > 0"),
     (dict(sandwich_norms=True), "sandwich_norms=True adds norms to a pre-norm block; placement is 'post'"),
