@@ -427,6 +427,9 @@ class EncoderModel(nn.Module):
 
     def forward(self, tokens: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None,
                 return_weights: bool = False) -> Tensor | tuple[Tensor, list[Tensor]]:
+        """``tokens (B, L)`` -> the last hidden state ``(B, L, D)``, or with ``return_weights=True``
+        ``(hidden, [one (B, H, L, L) per layer])``. ``attention_mask (B, L)``: 1 for a token, 0 for padding
+        (None: no padding); ``token_type_ids (B, L)``: each token's segment (None: all 0)."""
         c = self.config
         check.tokens(tokens, "EncoderModel")
         B, L = tokens.shape

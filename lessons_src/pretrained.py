@@ -218,6 +218,8 @@ def _rope(hf: dict, where: str) -> tuple[float, dict | None]:
     if isinstance(parameters, dict):  # transformers 5: the base and the scaling in one dict
         scaling = {k: v for k, v in parameters.items() if k != "rope_theta"}
         base = parameters.get("rope_theta", hf.get("rope_theta", 10000.0))
+        if hf.get("rope_scaling"):  # transformers 5 reads a rope_scaling given beside it into rope_parameters
+            scaling = {k: v for k, v in scaling.items() if k not in ("rope_type", "type")} | dict(hf["rope_scaling"])
     else:  # transformers 4
         scaling, base = dict(hf.get("rope_scaling") or {}), hf.get("rope_theta", 10000.0)
     kind = scaling.pop("type", None) or scaling.get("rope_type", "default")  # old configs say "type"
@@ -416,8 +418,12 @@ def load_safetensors(folder: str | os.PathLike) -> dict[str, Tensor]:
     else:
         files = [p.name for p in sorted(folder.glob("*.safetensors"))]
     if not files:
-        raise ValueError(f"load_safetensors: no *.safetensors in {str(folder)!r} (a checkpoint saved as "
-                         "pytorch_model.bin must be converted first; the course reads safetensors only)")
+        if any(folder.glob("*.bin")):
+            raise ValueError(f"load_safetensors: {str(folder)!r} holds pytorch_model.bin weights, not safetensors; the "
+                             "course reads safetensors only (pickled .bin files can run code when loaded). Convert "
+                             "once with transformers: AutoModelForCausalLM.from_pretrained(folder)"
+                             ".save_pretrained(new_folder) writes model.safetensors")
+        raise ValueError(f"load_safetensors: no *.safetensors in {str(folder)!r}")
     weights: dict[str, Tensor] = {}
     for name in files:
         for key, tensor in load_file(folder / name).items():
@@ -534,6 +540,7 @@ def from_pretrained(path_or_id: str | os.PathLike, *, dtype: torch.dtype | None 
     _load_strictly(model, renamed, folder)
     for module in model.modules():  # the rotary tables and position buffers were made on "meta"
         _rebuild_buffers(module, config)
+    model.token_ids = {k: hf.get(k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}  # for save_pretrained
     tokenizer_file = folder / "tokenizer.json"
     tokenizer = Tokenizer.from_file(tokenizer_file) if tokenizer_file.is_file() else None
     return model.eval(), tokenizer
@@ -659,7 +666,9 @@ def _hf_weights(model: DecoderLM, family: str) -> dict[str, Tensor]:
 def save_pretrained(model: DecoderLM, folder: str | os.PathLike, tokenizer: Tokenizer | CharTokenizer | None = None
                     ) -> str:
     """Write ``model`` as a Hugging Face checkpoint folder (``config.json``, ``model.safetensors`` and, with a
-    tokenizer, ``tokenizer.json``), in the family its switches match; returns that family's ``model_type``.
+    tokenizer, ``tokenizer.json``), in the family its switches match; returns that family's ``model_type``. A model
+    :func:`from_pretrained` loaded keeps its checkpoint's ``bos_token_id``/``eos_token_id``/``pad_token_id``
+    (``model.token_ids``); a course model has none (null).
 
     A Llama-style model (RMSNorm, pre-norm, SwiGLU, rotary, no biases) becomes a Llama, or a Mistral with a
     sliding window, a Qwen2 with q/k/v biases, a Qwen3 with QK-norm; a pre-LN GPT-2-style one (LayerNorm,
@@ -676,6 +685,7 @@ def save_pretrained(model: DecoderLM, folder: str | os.PathLike, tokenizer: Toke
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     hf = _hf_config(model.config, family)
+    hf.update(getattr(model, "token_ids", {}))  # a loaded checkpoint's bos/eos/pad ids, so generate stops where it did
     hf["torch_dtype"] = str(model.embed_tokens.weight.dtype).removeprefix("torch.")
     (folder / "config.json").write_text(json.dumps(hf, indent=2) + "\n", encoding="utf-8")
     weights = {name: w.contiguous().clone() for name, w in _hf_weights(model, family).items()}
@@ -690,19 +700,28 @@ def save_pretrained(model: DecoderLM, folder: str | os.PathLike, tokenizer: Toke
     return family
 
 
-def greedy(model: DecoderLM, ids: list[int] | Tensor, new_tokens: int) -> list[int]:
-    """``ids`` and ``new_tokens`` more, each the likeliest next token, decoded one at a time with the model's
-    KV caches (:meth:`lessons_src.DecoderLM.new_caches`). Taught in the chapter "From the original block to a
-    modern LLM block"."""
-    ids = torch.as_tensor(ids, dtype=torch.long).view(1, -1)
+def greedy(model: DecoderLM | MLADecoderLM, ids: list[int] | Tensor, new_tokens: int,
+           eos_id: int | None = None) -> list[int]:
+    """One sequence ``ids`` (a list, or a tensor ``(L,)`` or ``(1, L)``) followed by up to ``new_tokens`` more, each
+    the likeliest next token, decoded one at a time with the model's KV caches
+    (:meth:`lessons_src.DecoderLM.new_caches`): the prompt and the new tokens, as one list. With ``eos_id``, stops
+    after that token (as transformers' ``generate`` stops at the config's ``eos_token_id``); without, never.
+    Taught in the chapter "From the original block to a modern LLM block"."""
+    ids = torch.as_tensor(ids, dtype=torch.long)
+    if ids.dim() > 2 or (ids.dim() == 2 and ids.size(0) != 1) or ids.numel() == 0:
+        raise ValueError(f"greedy: ids must be one non-empty sequence, (L,) or (1, L), got {tuple(ids.shape)}; "
+                         "decode a batch one sequence at a time")
+    ids = ids.view(1, -1)
     if ids.size(1) + new_tokens > model.config.max_len:
         raise ValueError(f"greedy: {ids.size(1)} + {new_tokens} tokens is more than max_len={model.config.max_len}")
     caches = model.new_caches()
     out = ids[0].tolist()
     with torch.no_grad():
         logits = model(ids, caches)[:, -1]
-        for _ in range(new_tokens):
+        for step in range(new_tokens):
             out.append(int(logits.argmax(-1)))
+            if out[-1] == eos_id or step == new_tokens - 1:
+                break
             logits = model(torch.tensor([[out[-1]]]), caches)[:, -1]
     return out
 

@@ -504,3 +504,46 @@ def test_what_bert_the_course_lacks_is_refused_by_name(changes, message):
     config_from_hf(bert)
     with pytest.raises(ValueError, match=message):
         config_from_hf({**bert, **changes})
+
+
+def test_a_rope_scaling_beside_transformers_5_rope_parameters_is_read_as_transformers_reads_it(checkpoints):
+    """A file with rope_parameters (version 5) and a rope_scaling added beside it: transformers applies the
+    scaling, so must the course; one it does not implement is refused, not dropped (a blind reader's find)."""
+    folder, _ = checkpoints["smollm2"]
+    hf = json.loads((folder / "config.json").read_text())
+    assert hf["rope_parameters"]["rope_type"] == "default"
+    config = config_from_hf({**hf, "rope_scaling": {"rope_type": "linear", "factor": 4.0}})
+    assert config.rope_scaling == {"rope_type": "linear", "factor": 4.0} and config.rope_base == 100000.0
+    ours = transformers.LlamaConfig(**{**hf, "rope_scaling": {"rope_type": "linear", "factor": 4.0}})
+    assert ours.rope_parameters["factor"] == 4.0, "transformers reads it so too"
+    for kind in ("dynamic", "longrope"):
+        with pytest.raises(ValueError, match=f"rope_type '{kind}' is not implemented"):
+            config_from_hf({**hf, "rope_scaling": {"type": kind, "factor": 2.0}})
+
+
+def test_greedy_decodes_one_sequence_and_stops_at_the_end_token(checkpoints):
+    model, tokenizer = from_pretrained(checkpoints["mistral"][0])
+    ids = tokenizer.encode("The keys")
+    full = greedy(model, ids, 12)
+    assert full[: len(ids)] == ids and len(full) == len(ids) + 12
+    assert greedy(model, torch.tensor([ids]), 12) == greedy(model, torch.tensor(ids), 12) == full
+    end = full[len(ids) + 3]
+    stopped = greedy(model, ids, 12, eos_id=end)
+    assert stopped[-1] == end and len(stopped) <= len(ids) + 4
+    with pytest.raises(ValueError, match=r"ids must be one non-empty sequence, \(L,\) or \(1, L\), got \(2, "):
+        greedy(model, torch.tensor([ids, ids]), 3)
+
+
+def test_a_loaded_checkpoint_keeps_its_token_ids_when_saved(checkpoints, tmp_path):
+    folder, _ = checkpoints["gpt2"]
+    model, _ = from_pretrained(folder)
+    save_pretrained(model, tmp_path)
+    written = json.loads((tmp_path / "config.json").read_text())
+    assert (written["bos_token_id"], written["eos_token_id"]) == (0, 0)
+
+
+def test_pickled_weights_get_the_conversion_named(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(_llama()))
+    (tmp_path / "pytorch_model.bin").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"pytorch_model.bin weights, not safetensors.*save_pretrained\(new_folder\)"):
+        from_pretrained(tmp_path)
