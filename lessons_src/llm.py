@@ -173,7 +173,8 @@ class DecoderConfig:
     ``pre_feedforward_layernorm``/``post_feedforward_layernorm`` around the MLP), ``scale_embeddings``
     (the embeddings times ``sqrt(d_model)``), ``final_logit_softcapping`` (``cap · tanh(logits / cap)``)
     and ``rope_local_base_freq`` (Gemma 3: the sliding layers rotate with this base and no scaling, the
-    global ones with ``rope_base`` and ``rope_scaling``).
+    global ones with ``rope_base`` and ``rope_scaling``; with it, a window as wide as ``max_len`` is allowed,
+    since such a layer still differs from a global one by its rotary angles).
     """
 
     vocab_size: int
@@ -294,7 +295,7 @@ class DecoderConfig:
             if self.layer_types is not None and "sliding_attention" not in self.layer_types:
                 raise ValueError(f"{where}: sliding_window={self.sliding_window} but no layer in layer_types is "
                                  "'sliding_attention'; drop the window or make a layer slide")
-            if self.sliding_window >= self.max_len:
+            if self.sliding_window >= self.max_len and self.rope_local_base_freq is None:
                 raise ValueError(f"{where}: sliding_window={self.sliding_window} >= max_len={self.max_len}: every "
                                  "query would see all its keys, a global layer; use 'full_attention' instead")
 

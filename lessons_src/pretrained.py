@@ -66,11 +66,22 @@ _IGNORED = {
     "reorder_and_upcast_attn", "tie_encoder_decoder", "prefix", "bad_words_ids",
     "decoder_start_token_id", "sep_token_id", "unk_token_id", "transformers.js_config", "_attn_implementation",
     "is_llama_config", "rope_interleaved",  # nanotron's (SmolLM2): transformers reads neither
+    # Found in released files, read by no transformers class: GPT-2's, multilingual BERT's, Llama 1 copies',
+    # Gemma 2 9B's repeat of sliding_window, fields transformers 4.48 wrote about itself.
+    "n_special", "predict_special_tokens", "directionality", "pooler_fc_size", "pooler_num_attention_heads",
+    "pooler_num_fc_layers", "pooler_size_per_head", "pooler_type", "max_sequence_length", "gradient_checkpointing",
+    "_attn_implementation_autoset", "sliding_window_size",
 }
+# The families a config.json without model_type (old files) belongs to, read from its architectures.
+_ARCHITECTURES = {"GPT2": "gpt2", "Bert": "bert", "Llama": "llama", "Mistral": "mistral", "Qwen2": "qwen2",
+                  "Qwen3": "qwen3", "Gemma2": "gemma2", "Gemma3ForCausalLM": "gemma3_text", "DeepseekV3": "deepseek_v3"}
 _MIXTURES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss", "qwen3_next", "olmoe",
              "llama4", "jamba", "dbrx", "granitemoe")
 _NOT_YET = {
     "gemma": "Gemma 1 has no loader (Gemma 2 and 3 do)",
+    "phi": "Phi-2 has no loader (partial rotary, attention and MLP side by side in one block)",
+    "phi3": "Phi-3 has no loader (fused q/k/v and gate/up projections, LongRoPE)",
+    "olmo2": "OLMo 2 has no loader (one QK-norm over all heads at once, norms after each sublayer)",
     "gemma3": "model_type 'gemma3' is Gemma 3's image-text model; the course reads its text-only checkpoints "
               "(model_type 'gemma3_text', such as gemma-3-1b)",
 }
@@ -109,7 +120,9 @@ def _rename_gpt2(state_dict: dict[str, Tensor], config: DecoderConfig) -> dict[s
           if not name.endswith((".attn.bias", ".attn.masked_bias"))}
     sd.pop("lm_head.weight", None)  # GPT-2 always ties it to wte
     d = config.d_model
-    out = {"embed_tokens.weight": sd.pop("wte.weight", None), "embed_positions.weight": sd.pop("wpe.weight", None),
+    positions = sd.pop("wpe.weight", None)
+    positions = None if positions is None else positions[: config.max_len]  # max_len may be less than the table
+    out = {"embed_tokens.weight": sd.pop("wte.weight", None), "embed_positions.weight": positions,
            "norm.weight": sd.pop("ln_f.weight", None), "norm.bias": sd.pop("ln_f.bias", None)}
     for i in range(config.num_layers):
         h, layer = f"h.{i}.", f"layers.{i}."
@@ -150,6 +163,8 @@ def _rename_bert(state_dict: dict[str, Tensor], config: EncoderConfig) -> dict[s
         kind = {"gamma": "weight", "beta": "bias"}.get(kind, kind)
         if stem in outer:
             name = f"{outer[stem]}.{kind}"
+            if name == "embed_positions.weight":
+                w = w[: config.max_len]  # max_len may be less than the table
         elif stem.startswith("encoder.layer."):
             number, _, rest = stem.removeprefix("encoder.layer.").partition(".")
             name = f"layers.{number}.{inner.get(rest, rest)}.{kind}"
@@ -197,6 +212,11 @@ FAMILIES: dict[str, Family] = {
     "gpt2": Family(_GPT2_NAMES, dict(norm="layer", placement="pre", ffn="gelu_tanh", positions="learned", bias=True,
                                      tie_word_embeddings=True), _rename_gpt2, {}),
 }
+
+
+def _unread(hf: dict, read: set) -> list[str]:
+    """The fields of ``hf`` neither read nor known to change nothing (fine-tuning tools' own, like unsloth's, are)."""
+    return sorted(k for k in hf if k not in read and k not in _IGNORED and not k.startswith("unsloth"))
 
 
 def _read_config(source: dict | str | os.PathLike) -> dict:
@@ -270,6 +290,13 @@ def config_from_hf(config: dict | str | os.PathLike, *, max_len: int | None = No
     where = "config_from_hf"
     hf = _read_config(config)
     kind = hf.get("model_type")
+    if kind is None:  # files older than model_type: the family from the class that wrote them
+        kind = next((family for name in hf.get("architectures") or [] for prefix, family in _ARCHITECTURES.items()
+                     if name.startswith(prefix)), None)
+        if kind is None:
+            raise ValueError(f"{where}: config.json has no model_type and no architectures to tell the family by; "
+                             f"add \"model_type\" (one of {', '.join(map(repr, FAMILIES))})")
+        hf["model_type"] = kind
     dense_deepseek = kind == "deepseek_v3" and (hf.get("first_k_dense_replace") or 0) >= hf.get("num_hidden_layers", 1)
     if kind in _MIXTURES and not dense_deepseek:
         raise ValueError(f"{where}: model_type {kind!r} has mixture-of-experts layers, which the course does not "
@@ -304,7 +331,8 @@ def config_from_hf(config: dict | str | os.PathLike, *, max_len: int | None = No
     if fields["max_len"] > longest:
         raise ValueError(f"{where}: max_len={max_len} is beyond the checkpoint's {longest} positions")
     window = hf.get("sliding_window") if kind in ("mistral", "gemma2", "gemma3_text") else None
-    if window is not None and window < fields["max_len"]:
+    # Gemma 3's sliding layers keep their own rotary base even where the window covers max_len: kept for them.
+    if window is not None and (window < fields["max_len"] or kind == "gemma3_text"):
         fields["sliding_window"] = window
         if kind.startswith("gemma"):
             fields["layer_types"] = _layer_types(hf, kind)
@@ -314,7 +342,7 @@ def config_from_hf(config: dict | str | os.PathLike, *, max_len: int | None = No
         fields["rope_local_base_freq"] = _local_base(hf, where)
     if kind == "gemma3_text" and hf.get("use_bidirectional_attention"):
         raise ValueError(f"{where}: use_bidirectional_attention=True (EmbeddingGemma) is not implemented")
-    unknown = sorted(k for k in hf if k not in read and k not in _IGNORED)
+    unknown = _unread(hf, read)
     if unknown:
         warnings.warn(f"{where}: config.json fields not read (they may change nothing): {unknown}", stacklevel=2)
     return DecoderConfig(**fields)
@@ -326,7 +354,7 @@ _CHECKED = {"all": {"hidden_act", "activation_function", "attention_bias", "mlp_
                     "add_cross_attention", "head_dim", "tie_word_embeddings", "hidden_activation",
                     "rope_local_base_freq", "sliding_window_pattern", "use_bidirectional_attention",
                     "cache_implementation", "final_logit_softcapping", "attn_logit_softcapping",
-                    "query_pre_attn_scalar", "_sliding_window_pattern"}}
+                    "query_pre_attn_scalar", "_sliding_window_pattern", "use_mrope"}}
 
 
 def _deepseek_config(hf: dict, max_len: int | None, where: str) -> MLAConfig:
@@ -351,7 +379,7 @@ def _deepseek_config(hf: dict, max_len: int | None, where: str) -> MLAConfig:
                                     "num_mtp_layers", "num_nextn_predict_layers", "topk_method", "scoring_func",
                                     "aux_loss_alpha", "seq_aux", "ep_size", "moe_layer_freq", "head_dim",
                                     "qk_head_dim", "rope_interleave"}
-    unknown = sorted(k for k in hf if k not in known and k not in _IGNORED)
+    unknown = _unread(hf, known)
     if unknown:
         warnings.warn(f"{where}: config.json fields not read (they may change nothing): {unknown}", stacklevel=3)
     return MLAConfig(**fields)
@@ -370,7 +398,7 @@ def _bert_config(hf: dict, fields: dict, max_len: int | None, where: str) -> Enc
                                 "max_position_embeddings", "hidden_dropout_prob", "attention_probs_dropout_prob",
                                 "classifier_dropout", "gradient_checkpointing", "layer_norm_eps",
                                 "tie_word_embeddings"}  # the masked-LM head's tie: the encoder has no head
-    unknown = sorted(k for k in hf if k not in known and k not in _IGNORED)
+    unknown = _unread(hf, known)
     if unknown:
         warnings.warn(f"{where}: config.json fields not read (they may change nothing): {unknown}", stacklevel=3)
     return EncoderConfig(**fields, max_len=longest if max_len is None else max_len)
@@ -394,6 +422,8 @@ def _refusals(kind: str, hf: dict) -> dict:
             wrong[name] = hf[name]
     if kind in ("qwen2", "qwen3") and hf.get("use_sliding_window"):
         wrong["use_sliding_window"] = True
+    if hf.get("use_mrope"):  # Qwen2-VL's multimodal rotary positions
+        wrong["use_mrope"] = True
     if kind.startswith("gemma") and hf.get("hidden_activation", "gelu_pytorch_tanh") not in ("gelu_pytorch_tanh",
                                                                                                "gelu_new"):
         wrong["hidden_activation"] = hf["hidden_activation"]

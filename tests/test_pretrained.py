@@ -547,3 +547,50 @@ def test_pickled_weights_get_the_conversion_named(tmp_path):
     (tmp_path / "pytorch_model.bin").write_bytes(b"")
     with pytest.raises(ValueError, match=r"pytorch_model.bin weights, not safetensors.*save_pretrained\(new_folder\)"):
         from_pretrained(tmp_path)
+
+
+# --- Found by running 42 released config.json files through config_from_hf (a reviewer's) ----------------------
+
+def test_gemma_3_keeps_its_local_rotary_base_where_the_window_covers_max_len(checkpoints):
+    """Gemma 3's sliding layers rotate with their own base whatever max_len is: with max_len at most the window, a
+    sliding layer sees every key but must still rotate as trained (it was silently given the global base)."""
+    folder, hf = checkpoints["gemma3"]  # window 8
+    model, _ = from_pretrained(folder, dtype=torch.float64, max_len=8)
+    assert model.config.rope_local_base_freq == 10000.0 and model.config.layer_types[0] == "sliding_attention"
+    tokens = torch.randint(0, VOCAB, (2, 8), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        assert_close(model(tokens), hf(input_ids=tokens).logits, **TOL)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "bert"])
+def test_a_max_len_below_the_position_table_cuts_the_table(family, checkpoints, tmp_path):
+    if family == "gpt2":
+        folder, hf = checkpoints["gpt2"]
+    else:
+        torch.manual_seed(0)
+        hf = transformers.BertModel(transformers.BertConfig(**BERT_SIZES)).to(torch.float64).eval()
+        hf.save_pretrained(folder := tmp_path)
+    model, _ = from_pretrained(folder, dtype=torch.float64, max_len=16)
+    assert model.embed_positions.weight.shape[0] == 16
+    tokens = torch.randint(0, VOCAB, (1, 16), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        ours = model(tokens)
+        theirs = hf(input_ids=tokens)
+    assert_close(ours, theirs.logits if family == "gpt2" else theirs.last_hidden_state, atol=1e-10, rtol=1e-10)
+
+
+def test_released_files_harmless_fields_and_old_files_without_model_type():
+    gpt2_medium = {"architectures": ["GPT2LMHeadModel"], "vocab_size": 50257, "n_embd": 1024, "n_head": 16,
+                   "n_layer": 24, "n_positions": 1024, "n_ctx": 1024, "n_special": 0, "predict_special_tokens": True,
+                   "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new"}  # an old revision: no model_type
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        config = config_from_hf(gpt2_medium)
+        config_from_hf(_llama(max_sequence_length=2048, _attn_implementation_autoset=True, unsloth_fixed=True))
+    assert (config.d_model, config.num_layers, config.ffn) == (1024, 24, "gelu_tanh")
+    with pytest.raises(ValueError, match="no model_type and no architectures"):
+        config_from_hf({k: v for k, v in _llama().items() if k != "model_type"})
+    with pytest.raises(ValueError, match="'use_mrope': True"):
+        config_from_hf(_llama(model_type="qwen2", use_mrope=True))
+    with pytest.raises(ValueError, match="Phi-3 has no loader .*LongRoPE"):
+        config_from_hf(_llama(model_type="phi3"))
