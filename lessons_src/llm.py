@@ -593,7 +593,8 @@ class DecoderLM(nn.Module):
             self.lm_head.weight = self.embed_tokens.weight
             # drawn as GPT-2 draws them: nn.Embedding's standard deviation of 1 would start the logits at
             # about sqrt(d_model) and the loss near 60 nats; learned positions beside them at 0.01, or they
-            # would drown the tokens (a model trained so learned three times slower)
+            # would drown the tokens (the zoo's code-gpt2 with positions at std 1 stood at 2.34 nats per
+            # character after 750 steps, against 1.58 drawn so)
             nn.init.normal_(self.embed_tokens.weight, std=0.02)
             if config.positions == "learned":
                 nn.init.normal_(self.embed_positions.weight, std=0.01)
