@@ -98,6 +98,7 @@ class Prepared:
 
     text: str
     messages: list[str]
+    ids: list[int] | None = None  # the token ids, for a model read with a subword tokenizer (kernel only)
 
 
 def _linear(module: nn.Linear) -> tuple[Tensor, Tensor | None]:
@@ -331,12 +332,12 @@ def _mla_attention_hook(store: list[Tensor]):
         query_nope, query_rope = query.split([c.qk_nope_head_dim, c.qk_rope_head_dim], dim=-1)
         latent, rope_key = module.kv_a_proj_with_mqa(x).split([c.kv_lora_rank, c.qk_rope_head_dim], dim=-1)
         latent = module.kv_a_layernorm(latent)  # (B, L, d_c)
-        query_rope = apply_rope(query_rope, module.rope_cos, module.rope_sin, 0)  # (B, H, L, d_R)
-        rope_key = apply_rope(rope_key, module.rope_cos, module.rope_sin, 0)  # (B, L, d_R)
+        query_rope = apply_rope(query_rope, module.rope_cos, module.rope_sin, 0, layout=module.layout)  # (B, H, L, d_R)
+        rope_key = apply_rope(rope_key, module.rope_cos, module.rope_sin, 0, layout=module.layout)  # (B, L, d_R)
         kv = module.kv_b_proj(latent).view(B, L, c.num_heads, c.qk_nope_head_dim + c.v_head_dim).transpose(1, 2)
         key_nope, value = kv.split([c.qk_nope_head_dim, c.v_head_dim], dim=-1)  # (B, H, L, d_k), (B, H, L, d_v)
         scores = (query_nope @ key_nope.transpose(-2, -1) + query_rope @ rope_key.unsqueeze(1).transpose(-2, -1)
-                  ) / c.qk_head_dim**0.5  # (B, H, L, L)
+                  ) * c.softmax_scale  # (B, H, L, L): 1/sqrt(d_k + d_R), or with YaRN's correction
         weights = scores.masked_fill(~causal_mask(L, device=x.device), float("-inf")).softmax(dim=-1)
         again = module.o_proj((weights @ value).transpose(1, 2).reshape(B, L, c.num_heads * c.v_head_dim))
         _check_again(again, output, "MultiHeadLatentAttention", "lessons_src/mla.py")
@@ -379,7 +380,12 @@ class ModelExplorer:
     from the notebook that trained the model (default: none embedded).
 
     :meth:`forward` runs the torch model on a text the way the page does; :meth:`to_html` is the page.
-    Taught in the chapter "A language model and its heads".
+
+    A real checkpoint read by :func:`lessons_src.from_pretrained` (a ``DecoderLM`` or ``MLADecoderLM`` with any of
+    its switches, and the :class:`lessons_src.pretrained.Tokenizer` that came with it) gets the kernel view only:
+    the same text box, bars and maps, over tokens, drawn by Python as you type (Jupyter, Colab, Binder);
+    ``to_html`` is then a note, since such a model is too large for the page's JavaScript, and ``continue``
+    samples tokens. Taught in the chapter "A language model and its heads".
     """
 
     def __init__(self, model: LanguageModel | DecoderLM | MLADecoderLM, tokenizer: CharTokenizer, *,
@@ -389,7 +395,24 @@ class ModelExplorer:
                  head: int = 0, answers: tuple[str, ...] | list[str] | None = None,
                  reference_text: str | None = None) -> None:
         where = "ModelExplorer"
-        if isinstance(model, LanguageModel):
+        from .pretrained import Tokenizer as SubwordTokenizer
+
+        self.kernel_only = isinstance(tokenizer, SubwordTokenizer)
+        if self.kernel_only:  # a real checkpoint (lessons_src.from_pretrained): drawn by Python in a kernel only
+            if not isinstance(model, (DecoderLM, MLADecoderLM)):
+                raise ValueError(f"{where}: with a subword Tokenizer, model must be a DecoderLM or MLADecoderLM "
+                                 f"(a causal language model), got {type(model).__name__}")
+            if reference_text is not None:
+                raise ValueError(f"{where}: reference_text checks the in-browser page, which a model read with a "
+                                 "subword Tokenizer does not have")
+            spec = _Spec()
+            spec.meta.update(kind=type(model).__name__, num_layers=model.config.num_layers,
+                             num_heads=model.config.num_heads, max_len=model.config.max_len)
+            vocab_size = model.config.vocab_size
+            if tokenizer.vocab_size > vocab_size:
+                raise ValueError(f"{where}: the tokenizer has {tokenizer.vocab_size} tokens but the model's "
+                                 f"vocabulary has {vocab_size}; give the tokenizer of the model's checkpoint")
+        elif isinstance(model, LanguageModel):
             spec = _spec_language_model(model)
             vocab_size = model.read_out.out_features
         elif isinstance(model, DecoderLM):
@@ -401,9 +424,11 @@ class ModelExplorer:
         else:
             raise ValueError(f"{where}: model must be a lessons_src.LanguageModel, DecoderLM or MLADecoderLM, "
                              f"got {type(model).__name__}")
-        if not isinstance(tokenizer, CharTokenizer):
-            raise ValueError(f"{where}: tokenizer must be a lessons_src.CharTokenizer, got {type(tokenizer).__name__}")
-        if tokenizer.vocab_size != vocab_size:
+        if not isinstance(tokenizer, (CharTokenizer, SubwordTokenizer)):
+            raise ValueError(f"{where}: tokenizer must be a lessons_src.CharTokenizer (or, for a checkpoint read by "
+                             f"lessons_src.from_pretrained, its lessons_src.pretrained.Tokenizer), got "
+                             f"{type(tokenizer).__name__}")
+        if not self.kernel_only and tokenizer.vocab_size != vocab_size:
             raise ValueError(f"{where}: the tokenizer has {tokenizer.vocab_size} characters but the model's "
                              f"vocabulary has {vocab_size}; give the tokenizer the model was trained with")
         model_max = spec.meta["max_len"]
@@ -460,14 +485,20 @@ class ModelExplorer:
             f"Type text: the model answers after each character ({', '.join(self.answers)}) and shows the "
             "attention of each of its heads over the characters typed.")
         self.precision = precision
-        self._payload = self._pack(precision)
-        self.id = id or "m" + hashlib.sha1(self._payload[1].encode("ascii")).hexdigest()[:12]
+        if self.kernel_only:
+            self._payload, self.embedded_dtype, self._weight_error = None, None, None
+            self.id = id or "kernel"
+        else:
+            self._payload = self._pack(precision)
+            self.id = id or "m" + hashlib.sha1(self._payload[1].encode("ascii")).hexdigest()[:12]
         self.reference_text = reference_text
         self._reference = None if reference_text is None else self._reference_json(reference_text)
         self._widget = None
 
     # -- the text the model reads ----------------------------------------------------------------
     def _default_text(self) -> str:
+        if self.kernel_only:
+            return "The attention of each head reads the keys"
         chars = self.tokenizer.chars
         if set("The attention ") <= set(chars):
             return "The attention "
@@ -483,6 +514,8 @@ class ModelExplorer:
         so."""
         if not isinstance(text, str):
             raise ValueError(f"ModelExplorer.prepare: text must be a str, got {type(text).__name__}")
+        if self.kernel_only:
+            return self._prepare_tokens(text)
         messages, total = [], len(text)
         huge = total > self.max_chars
         if huge:
@@ -506,6 +539,30 @@ class ModelExplorer:
             text = text[-self.max_len:]
         return Prepared(text, messages)
 
+    def _prepare_tokens(self, text: str) -> Prepared:
+        """A subword model's reading: the tokenizer's ids (with the special tokens it adds), the last ``max_len``."""
+        messages = []
+        if len(text) > self.max_chars:
+            messages.append(f"Your text has {len(text):,} characters: the model reads its end, so only the last "
+                            f"{self.max_chars:,} are looked at.")
+            text = text[-self.max_chars:]
+        ids = self.tokenizer.encode(text) if text else []
+        if not ids:
+            messages.append("Type some text: the model predicts the token that follows it.")
+        elif len(ids) > self.max_len:
+            messages.append(f"The model reads at most {self.max_len} tokens (its max_len): it sees the last "
+                            f"{self.max_len} of the {len(ids):,} tokens of your text.")
+            ids = ids[-self.max_len:]
+        return Prepared(self.tokenizer.decode(ids), messages, ids)
+
+    def _token_name(self, token: int) -> str:
+        """A token as the bars and the map name it: its text, with spaces, newlines and tabs made visible."""
+        if not self.kernel_only:
+            return describe_char(self.tokenizer.chars[token]).strip("'")
+        text = self.tokenizer.decode([token])
+        shown = "".join(_SHOWN.get(c) or (c if c.isprintable() else f"U+{ord(c):04X}") for c in text)
+        return shown or f"id {token}"
+
     # -- the forward pass, as the page computes it ------------------------------------------------
     @torch.no_grad()
     def forward(self, text: str, model: nn.Module | None = None) -> dict[str, Any]:
@@ -515,11 +572,12 @@ class ModelExplorer:
         weight on its head's sink (one minus its row's sum). ``model``: another model of the same architecture (e.g. with rounded weights)."""
         model = self.model if model is None else model
         prepared = self.prepare(text)
-        tokens = [self.tokenizer.ids[c] for c in prepared.text]
+        tokens = prepared.ids if self.kernel_only else [self.tokenizer.ids[c] for c in prepared.text]
         L, meta = len(tokens), self.spec.meta
         result: dict[str, Any] = {"tokens": tokens, "text": prepared.text, "messages": prepared.messages}
         if L == 0:
-            result["logits"] = np.zeros((0, self.tokenizer.vocab_size), dtype=np.float32)
+            result["logits"] = np.zeros((0, self.model.config.vocab_size if self.kernel_only else
+                                         self.tokenizer.vocab_size), dtype=np.float32)
             result["attention"] = [[np.zeros((0, 0), dtype=np.float32)] * meta["num_heads"]
                                    for _ in range(meta["num_layers"])]
             if meta.get("sinks"):
@@ -604,7 +662,12 @@ class ModelExplorer:
                 "max_chars": self.max_chars, "answers": self.answers}
 
     def to_html(self) -> str:
-        """Self-contained HTML: the weights, the forward pass in plain JavaScript and the controls; no network."""
+        """Self-contained HTML: the weights, the forward pass in plain JavaScript and the controls; no network.
+        For a checkpoint read with a subword tokenizer (drawn in a kernel only), a note saying so."""
+        if self.kernel_only:
+            return ('<p class="ls-explorer-note">This explorer runs in a Python kernel (Jupyter, Colab, Binder): '
+                    "a real checkpoint is too large to run in the page's JavaScript, which holds the course's "
+                    "own character models.</p>")
         uid = f"lsx-{self.id}"
         config = json.dumps({**self.config(), "weights": self._payload[1]}, ensure_ascii=True)
         config = config.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
@@ -688,7 +751,8 @@ class ModelExplorer:
         ax_bars.set(xlim=(0, 1), ylim=(self.top_k - 0.5, -0.5), xlabel="probability", xticks=[0, 0.5, 1])
         ax_bars.set_yticks(range(self.top_k))
         heat = ax_heat.imshow(np.zeros((1, 1)), cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
-        ax_heat.set(xlabel="key j (earlier characters)", ylabel="query i", xticks=[], yticks=[])  # ticks cost most
+        unit = "tokens" if self.kernel_only else "characters"
+        ax_heat.set(xlabel=f"key j (earlier {unit})", ylabel="query i", xticks=[], yticks=[])  # ticks cost most
 
         def draw(result: dict[str, Any], layer: int, head: int, temperature: float) -> bytes:
             L = len(result["tokens"])
@@ -697,11 +761,11 @@ class ModelExplorer:
                 for bar, p in zip(bars, probs):
                     bar.set_width(p)
                 ax_bars.set_yticklabels(names)
-                what = "next character" if self.answers is None else "answer"
+                what = ("next token" if self.kernel_only else "next character") if self.answers is None else "answer"
                 ax_bars.set_title(f"{what} (τ = {temperature:.2f})", fontsize=10)
                 heat.set_data(result["attention"][layer][head])
                 heat.set_extent((-0.5, L - 0.5, L - 0.5, -0.5))
-                ax_heat.set_title(f"layer {layer + 1}, head {head}: {L} characters", fontsize=10)
+                ax_heat.set_title(f"layer {layer + 1}, head {head}: {L} {unit}", fontsize=10)
             else:
                 for bar in bars:
                     bar.set_width(0)
@@ -709,7 +773,7 @@ class ModelExplorer:
                 ax_bars.set_title("type some text", fontsize=10)
                 heat.set_data(np.zeros((1, 1)))
                 heat.set_extent((-0.5, 0.5, 0.5, -0.5))
-                ax_heat.set_title("no characters to attend to", fontsize=10)
+                ax_heat.set_title(f"no {unit} to attend to", fontsize=10)
             fig.canvas.draw()
             return _fast_png(np.asarray(fig.canvas.buffer_rgba()))
 
@@ -721,7 +785,7 @@ class ModelExplorer:
         if self.answers is not None:
             return (logits[: len(self.answers)] / temperature).softmax(dim=-1).tolist(), list(self.answers)
         top = (logits / temperature).softmax(dim=-1).topk(self.top_k)
-        return top.values.tolist(), [describe_char(self.tokenizer.chars[i]).strip("'") for i in top.indices.tolist()]
+        return top.values.tolist(), [self._token_name(i) for i in top.indices.tolist()]
 
     def widget(self):
         """The ipywidgets view: a text box, temperature, layer and head, a continue button, one image
@@ -773,6 +837,8 @@ class ModelExplorer:
         """``num_chars`` characters sampled after ``text`` from the ``top_k`` likeliest at ``temperature``."""
         check.positive_int(num_chars, "num_chars", "ModelExplorer.sample")
         temperature = self.temperature if temperature is None else temperature
+        if self.kernel_only:  # num_chars tokens, sampled on the ids and decoded together
+            return self._sample_tokens(text, num_chars, temperature, generator)
         out = ""
         for _ in range(num_chars):
             result = self.forward(text + out)
@@ -783,6 +849,20 @@ class ModelExplorer:
             choice = torch.multinomial(top.values.softmax(dim=-1), 1, generator=generator).item()
             out += self.tokenizer.chars[top.indices[choice].item()]
         return out
+
+    def _sample_tokens(self, text: str, num_tokens: int, temperature: float,
+                       generator: torch.Generator | None) -> str:
+        ids, new = list(self.prepare(text).ids or []), []
+        if not ids:
+            return ""
+        device = next(self.model.parameters()).device
+        for _ in range(num_tokens):
+            context = (ids + new)[-self.max_len:]
+            logits = self.model(torch.tensor([context], device=device))[0, -1].double().cpu() / temperature
+            top = logits.topk(self.top_k)
+            choice = torch.multinomial(top.values.softmax(dim=-1), 1, generator=generator).item()
+            new.append(top.indices[choice].item())
+        return self.tokenizer.decode(new)
 
     # -- display ---------------------------------------------------------------------------------
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:

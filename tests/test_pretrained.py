@@ -17,6 +17,7 @@ import json
 import math
 import warnings
 
+import numpy as np
 import pytest
 import torch
 from torch.testing import assert_close
@@ -594,3 +595,47 @@ def test_released_files_harmless_fields_and_old_files_without_model_type():
         config_from_hf(_llama(model_type="qwen2", use_mrope=True))
     with pytest.raises(ValueError, match="Phi-3 has no loader .*LongRoPE"):
         config_from_hf(_llama(model_type="phi3"))
+
+
+# --- ModelExplorer's kernel view on a loaded checkpoint ---------------------------------------------------------
+
+@pytest.mark.parametrize("family", ["smollm2", "gemma3", "deepseek-v3"])
+def test_the_explorer_draws_a_loaded_checkpoint_in_a_kernel(family, checkpoints):
+    from lessons_src import ModelExplorer
+
+    model, tokenizer = from_pretrained(checkpoints[family][0])
+    explorer = ModelExplorer(model, tokenizer, max_len=16)
+    text = "The attention of each head reads the keys again and again"
+    result = explorer.forward(text)
+    ids = tokenizer.encode(text)
+    assert result["tokens"] == ids[-16:] and len(ids) > 16
+    assert result["messages"] == [f"The model reads at most 16 tokens (its max_len): it sees the last 16 of the "
+                                  f"{len(ids)} tokens of your text."]
+    with torch.no_grad():  # the bars read the model's own logits
+        assert_close(torch.from_numpy(result["logits"]), model(torch.tensor([ids[-16:]]))[0], atol=1e-5, rtol=1e-5)
+    for layer in result["attention"]:
+        for head in layer:
+            assert head.shape == (16, 16) and abs(head.sum(-1) - 1).max() < 1e-5 and abs(np.triu(head, 1)).max() == 0
+    box = explorer.widget()
+    before = box.controls["image"].value
+    box.controls["text"].value = "Attention!"
+    assert box.controls["image"].value != before, "typing redraws the map"
+    box.controls["head"].value = 3
+    names = explorer._bar_probabilities(result["logits"][-1], 1.0)[1]
+    assert len(names) == 10 and all(n.isprintable() for n in names)
+    assert isinstance(explorer.sample("The keys", 5, generator=torch.Generator().manual_seed(0)), str)
+    assert "runs in a Python kernel" in explorer.to_html()
+    assert "application/vnd.jupyter.widget-view+json" in explorer._repr_mimebundle_()
+
+
+def test_the_explorer_refuses_what_it_cannot_draw_from_a_checkpoint(checkpoints, tmp_path):
+    from lessons_src import ModelExplorer
+
+    model, tokenizer = from_pretrained(checkpoints["qwen3"][0])
+    with pytest.raises(ValueError, match="reference_text checks the in-browser page"):
+        ModelExplorer(model, tokenizer, reference_text="abc")
+    torch.manual_seed(0)
+    transformers.BertModel(transformers.BertConfig(**BERT_SIZES)).save_pretrained(tmp_path)
+    bert, _ = from_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="must be a DecoderLM or MLADecoderLM .*got EncoderModel"):
+        ModelExplorer(bert, tokenizer)
