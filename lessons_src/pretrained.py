@@ -36,6 +36,7 @@ import json
 import os
 import warnings
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +50,7 @@ from .mla import MLAConfig, MLADecoderLM
 from .rotary import _OPTIONAL, ROPE_SCALINGS, rope_layout_permutation
 
 __all__ = ["config_from_hf", "from_pretrained", "save_pretrained", "load_safetensors", "greedy", "head_survey",
+           "ablated_head",
            "Tokenizer", "FAMILIES", "DEFAULT_MAX_LEN"]
 
 #: The longest sequence a loaded model reads unless ``max_len`` says otherwise: each layer keeps a rotary
@@ -758,19 +760,24 @@ def greedy(model: DecoderLM | MLADecoderLM, ids: list[int] | Tensor, new_tokens:
 
 
 @torch.no_grad()
-def head_survey(model: torch.nn.Module, repeated: Tensor, control: Tensor) -> dict[str, Tensor]:
-    """Every head's score on the three behaviours the course's chapters found in small models, each ``(layers, H)``,
-    with the score a uniform causal head would get (``"uniform ..."``, a float) as its baseline.
+def head_survey(model: torch.nn.Module, repeated: Tensor, control: Tensor) -> dict[str, Tensor | float]:
+    """Every head's score on the behaviours the course's chapters found in small models, each ``(layers, H)``, with
+    the baselines to read them against.
 
-    ``repeated (B, 2T)``: sequences whose second half copies the first; ``control (B, 2T)``: the same first halves
-    followed by other tokens. ``"induction"``: the weight from each token of the second half on the token after its
-    earlier copy (:func:`lessons_src.induction_score`, chapter "Induction heads"); ``"induction control"``: the same
-    offset on ``control``, where nothing repeats (a head that looks ``T - 1`` back by position scores there too);
-    ``"previous"``: the weight on the token just before (:func:`lessons_src.previous_token_score`, chapter "A language
-    model and its heads"), on ``control``; ``"first token"``: the mean weight on position 0 of queries 1 .. 2T-1 on
-    ``control`` (chapter "Attention in today's open models"). Also ``"loss first half"`` and ``"loss second half"``:
-    the model's mean loss on the second half of ``repeated`` against the first (copying lowers it). Taught in the
-    chapter "Attention in today's open models".
+    ``repeated (B, 2T)``: pieces of text each followed by a copy of itself, ``[Y, Y]``; ``control (B, 2T)``: the
+    same pieces after the text that really precedes them, ``[X, Y]``. The second halves are the same tokens at the
+    same positions with as much context before them; only ``repeated`` has a copy there. Scores:
+    ``"induction"``, the weight from each token of the second half of ``repeated`` on the token after its copy
+    ``T`` positions earlier (:func:`lessons_src.induction_score`, chapter "Induction heads"); ``"induction
+    control"``, the same offset on ``control``, where the first half is other text (a head that looks ``T - 1``
+    back by position scores there too); ``"previous"`` and ``"two back"``, the weight on the token one and two
+    before (:func:`lessons_src.previous_token_score`, chapter "A language model and its heads"), on ``control``;
+    ``"first token"``, the mean weight of queries 1 .. 2T-1 on position 0, on ``control`` (chapter "Attention in
+    today's open models"). Baselines: ``"uniform <score>"``, what a head spreading its weight evenly over the
+    keys gets (a float); ``"ideal induction"``, what a head gets that attends evenly to every token that followed
+    an earlier occurrence of the current one (a float: the mechanism with one token of match). Losses, per piece
+    ``(B,)``: ``"loss copy"`` on the second half of ``repeated``, ``"loss natural"`` on the second half of
+    ``control``. Taught in the chapter "Attention in today's open models".
     """
     from .language_model import induction_score, previous_token_score
     from .zoo import logits_and_weights
@@ -779,28 +786,70 @@ def head_survey(model: torch.nn.Module, repeated: Tensor, control: Tensor) -> di
         if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.size(1) % 2 or tokens.size(1) < 4:
             raise ValueError(f"head_survey: {name} must be token ids (B, 2T) with T >= 2, got "
                              f"{tuple(getattr(tokens, 'shape', ()))}")
-    if repeated.shape != control.shape or not torch.equal(repeated[:, : repeated.size(1) // 2],
-                                                          control[:, : control.size(1) // 2]):
-        raise ValueError("head_survey: control must have repeated's shape and its first halves, got "
-                         f"{tuple(control.shape)} and {tuple(repeated.shape)}")
-    if not torch.equal(repeated[:, : repeated.size(1) // 2], repeated[:, repeated.size(1) // 2:]):
-        raise ValueError("head_survey: the second half of each repeated sequence must copy its first half")
     T = repeated.size(1) // 2
+    if repeated.shape != control.shape or not torch.equal(repeated[:, T:], control[:, T:]):
+        raise ValueError("head_survey: control must have repeated's shape and its second halves, got "
+                         f"{tuple(control.shape)} and {tuple(repeated.shape)}")
+    if not torch.equal(repeated[:, :T], repeated[:, T:]):
+        raise ValueError("head_survey: the second half of each repeated sequence must copy its first half")
     logits, on_repeats = logits_and_weights(model, repeated)
-    _, on_control = logits_and_weights(model, control)
-    losses = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), repeated[:, 1:].flatten(),
-                                               reduction="none").view(repeated.size(0), -1)  # (B, 2T - 1)
+    control_logits, on_control = logits_and_weights(model, control)
     L = 2 * T
-    uniform = torch.tril(torch.ones(L, L)) / torch.arange(1, L + 1)[:, None]  # (L, L): row i spread over i + 1 keys
-    uniform = uniform[None, None]  # (1, 1, L, L)
+    uniform = (torch.tril(torch.ones(L, L)) / torch.arange(1, L + 1)[:, None])[None, None]  # (1, 1, L, L)
     return {
         "induction": torch.stack([induction_score(w, T) for w in on_repeats]),
         "induction control": torch.stack([induction_score(w, T) for w in on_control]),
         "previous": torch.stack([previous_token_score(w) for w in on_control]),
+        "two back": torch.stack([w.diagonal(offset=-2, dim1=-2, dim2=-1).mean(dim=(0, -1)) for w in on_control]),
         "first token": torch.stack([w[..., 1:, 0].mean(dim=(0, 2)) for w in on_control]),
         "uniform induction": induction_score(uniform, T).item(),
         "uniform previous": previous_token_score(uniform).item(),
         "uniform first token": uniform[..., 1:, 0].mean().item(),
-        "loss first half": losses[:, : T - 1].mean().item(),  # predictions of tokens 1 .. T-1
-        "loss second half": losses[:, T:].mean().item(),  # of tokens T+1 .. 2T-1 (token T is the first copy's start)
+        "ideal induction": induction_score(_one_token_induction(repeated), T).item(),
+        "loss copy": _second_half_loss(logits, repeated),
+        "loss natural": _second_half_loss(control_logits, control),
     }
+
+
+def _second_half_loss(logits: Tensor, tokens: Tensor) -> Tensor:
+    """Each sequence's mean loss on predicting its second half's tokens T+1 .. 2T-1: ``(B,)``."""
+    T = tokens.size(1) // 2
+    losses = torch.nn.functional.cross_entropy(logits[:, T:-1].flatten(0, 1).float(), tokens[:, T + 1:].flatten(),
+                                               reduction="none")
+    return losses.view(tokens.size(0), -1).mean(dim=1)
+
+
+def _one_token_induction(tokens: Tensor) -> Tensor:
+    """The weights ``(B, 1, L, L)`` of a head that attends, from each query, evenly to every key whose previous
+    token is the query's token (an earlier occurrence: the ideal induction head with one token of match), or
+    to key 0 where there is none."""
+    B, L = tokens.shape
+    follows = torch.zeros(B, L, L)
+    follows[:, :, 1:] = (tokens[:, :, None] == tokens[:, None, :-1]).float()  # [b, i, k]: tokens[k-1] == tokens[i]
+    follows = follows * torch.tril(torch.ones(L, L))  # keys k <= i only
+    none = follows.sum(-1, keepdim=True) == 0
+    follows[..., :1] = torch.where(none, 1.0, follows[..., :1])
+    return (follows / follows.sum(-1, keepdim=True))[:, None]
+
+
+@contextmanager
+def ablated_head(model: torch.nn.Module, layer: int, head: int):
+    """Within the ``with`` block, head ``head`` of layer ``layer`` (both from 0) writes nothing: its output is
+    zeroed before ``o_proj`` mixes the heads. For a ``DecoderLM`` or an ``MLADecoderLM``. Taught in the chapter
+    "Attention in today's open models"."""
+    attention = model.layers[layer].self_attn
+    heads = model.config.num_heads
+    if not 0 <= head < heads:
+        raise ValueError(f"ablated_head: head must be 0 .. {heads - 1}, got {head}")
+    width = attention.o_proj.in_features // heads
+
+    def zero(_module, args):
+        x = args[0].clone()
+        x[..., head * width:(head + 1) * width] = 0
+        return (x,)
+
+    handle = attention.o_proj.register_forward_pre_hook(zero)
+    try:
+        yield
+    finally:
+        handle.remove()

@@ -410,21 +410,33 @@ def test_a_model_id_goes_through_the_hub_path(checkpoints, tmp_path, monkeypatch
 
 
 def test_the_head_survey_scores_a_copying_model_and_its_baselines():
-    from lessons_src.pretrained import head_survey
+    from lessons_src.pretrained import ablated_head, head_survey
 
-    model, chars, _ = __import__("lessons_src").zoo.load("code-lm")  # chapter 15's model, which copies
-    first = torch.randint(0, chars.vocab_size, (4, 16), generator=torch.Generator().manual_seed(0))
+    model, chars, _ = __import__("lessons_src").zoo.load("code-gpt2")
+    piece = torch.randint(0, chars.vocab_size, (4, 16), generator=torch.Generator().manual_seed(0))
     other = torch.randint(0, chars.vocab_size, (4, 16), generator=torch.Generator().manual_seed(1))
-    survey = head_survey(model, torch.cat([first, first], 1), torch.cat([first, other], 1))
-    assert survey["induction"].shape == (4, 4) and survey["previous"].shape == (4, 4)
+    repeated, control = torch.cat([piece, piece], 1), torch.cat([other, piece], 1)
+    survey = head_survey(model, repeated, control)
+    assert survey["induction"].shape == (4, 4) and survey["two back"].shape == (4, 4)
+    assert survey["loss copy"].shape == (4,) and survey["loss natural"].shape == (4,)
     L = 32  # a uniform head's weight 1 / (i + 1), averaged as each score averages it
     assert survey["uniform previous"] == pytest.approx(sum(1 / (i + 1) for i in range(1, L)) / (L - 1))
     assert survey["uniform induction"] == pytest.approx(sum(1 / (i + 1) for i in range(16, L)) / 16)
     assert survey["uniform first token"] == survey["uniform previous"]
+    distinct = torch.arange(16).repeat(1, 2)  # no token twice in a piece: the ideal head finds exactly the copy
+    assert head_survey(model, distinct, torch.cat([distinct[:, :16] + 20, distinct[:, 16:]], 1))[
+        "ideal induction"] == pytest.approx(1.0)
+    with torch.no_grad(), ablated_head(model, 3, 1):  # the model's induction head (layer 4, head 1), off
+        ablated = head_survey(model, repeated, control)
+    assert ablated["induction"][3, 1] == survey["induction"][3, 1], "its weights are computed before it is zeroed"
+    assert (ablated["loss copy"] - survey["loss copy"]).mean() > 0.1, "switched off, the copy costs more"
     with pytest.raises(ValueError, match="must copy its first half"):
-        head_survey(model, torch.cat([first, other], 1), torch.cat([first, other], 1))
-    with pytest.raises(ValueError, match="control must have repeated's shape and its first halves"):
-        head_survey(model, torch.cat([first, first], 1), torch.cat([other, other], 1))
+        head_survey(model, control, control)
+    with pytest.raises(ValueError, match="control must have repeated's shape and its second halves"):
+        head_survey(model, repeated, torch.cat([piece, other], 1))
+    with pytest.raises(ValueError, match="head must be 0 .. 3, got 4"):
+        with ablated_head(model, 0, 4):
+            pass
 
 
 def _section(notebook: str, heading: str) -> list[str]:
