@@ -50,7 +50,7 @@ from .mla import MLAConfig, MLADecoderLM
 from .rotary import _OPTIONAL, ROPE_SCALINGS, rope_layout_permutation
 
 __all__ = ["config_from_hf", "from_pretrained", "save_pretrained", "load_safetensors", "greedy", "head_survey",
-           "ablated_head",
+           "ablated_head", "second_half_losses",
            "Tokenizer", "FAMILIES", "DEFAULT_MAX_LEN"]
 
 #: The longest sequence a loaded model reads unless ``max_len`` says otherwise: each layer keeps a rotary
@@ -760,7 +760,8 @@ def greedy(model: DecoderLM | MLADecoderLM, ids: list[int] | Tensor, new_tokens:
 
 
 @torch.no_grad()
-def head_survey(model: torch.nn.Module, repeated: Tensor, control: Tensor) -> dict[str, Tensor | float]:
+def head_survey(model: torch.nn.Module, repeated: Tensor, control: Tensor, unrelated: Tensor | None = None
+                ) -> dict[str, Tensor | float]:
     """Every head's score on the behaviours the course's chapters found in small models, each ``(layers, H)``, with
     the baselines to read them against.
 
@@ -774,10 +775,12 @@ def head_survey(model: torch.nn.Module, repeated: Tensor, control: Tensor) -> di
     before (:func:`lessons_src.previous_token_score`, chapter "A language model and its heads"), on ``control``;
     ``"first token"``, the mean weight of queries 1 .. 2T-1 on position 0, on ``control`` (chapter "Attention in
     today's open models"). Baselines: ``"uniform <score>"``, what a head spreading its weight evenly over the
-    keys gets (a float); ``"ideal induction"``, what a head gets that attends evenly to every token that followed
-    an earlier occurrence of the current one (a float: the mechanism with one token of match). Losses, per piece
-    ``(B,)``: ``"loss copy"`` on the second half of ``repeated``, ``"loss natural"`` on the second half of
-    ``control``. Taught in the chapter "Attention in today's open models".
+    keys gets (a float); ``"reference induction 1"`` and ``"... 2"``, what a head gets that attends evenly to
+    every token that followed an earlier occurrence of the current token (of the last two tokens): references,
+    not upper bounds (a longer match scores higher). Losses, per piece ``(B,)``: ``"loss copy"`` on the second
+    half of ``repeated``, ``"loss natural"`` on the second half of ``control``, and with ``unrelated (B, 2T)``
+    (the same pieces after other text, ``[Z, Y]``: the same seam at the middle as the copy) ``"loss
+    unrelated"``. Taught in the chapter "Attention in today's open models".
     """
     from .language_model import induction_score, previous_token_score
     from .zoo import logits_and_weights
@@ -792,6 +795,9 @@ def head_survey(model: torch.nn.Module, repeated: Tensor, control: Tensor) -> di
                          f"{tuple(control.shape)} and {tuple(repeated.shape)}")
     if not torch.equal(repeated[:, :T], repeated[:, T:]):
         raise ValueError("head_survey: the second half of each repeated sequence must copy its first half")
+    if unrelated is not None and (not isinstance(unrelated, Tensor) or unrelated.shape != repeated.shape
+                                  or not torch.equal(unrelated[:, T:], repeated[:, T:])):
+        raise ValueError("head_survey: unrelated must have repeated's shape and its second halves")
     logits, on_repeats = logits_and_weights(model, repeated)
     control_logits, on_control = logits_and_weights(model, control)
     L = 2 * T
@@ -805,10 +811,18 @@ def head_survey(model: torch.nn.Module, repeated: Tensor, control: Tensor) -> di
         "uniform induction": induction_score(uniform, T).item(),
         "uniform previous": previous_token_score(uniform).item(),
         "uniform first token": uniform[..., 1:, 0].mean().item(),
-        "ideal induction": induction_score(_one_token_induction(repeated), T).item(),
+        "reference induction 1": induction_score(_matching_induction(repeated, 1), T).item(),
+        "reference induction 2": induction_score(_matching_induction(repeated, 2), T).item(),
         "loss copy": _second_half_loss(logits, repeated),
         "loss natural": _second_half_loss(control_logits, control),
-    }
+    } | ({} if unrelated is None else {"loss unrelated": second_half_losses(model, unrelated)})
+
+
+@torch.no_grad()
+def second_half_losses(model: torch.nn.Module, tokens: Tensor) -> Tensor:
+    """Each sequence's mean loss (nats per token) on its second half, tokens T+1 .. 2T-1 of ``tokens (B, 2T)``:
+    ``(B,)``. Taught in the chapter "Attention in today's open models"."""
+    return _second_half_loss(model(tokens), tokens)
 
 
 def _second_half_loss(logits: Tensor, tokens: Tensor) -> Tensor:
@@ -819,13 +833,16 @@ def _second_half_loss(logits: Tensor, tokens: Tensor) -> Tensor:
     return losses.view(tokens.size(0), -1).mean(dim=1)
 
 
-def _one_token_induction(tokens: Tensor) -> Tensor:
-    """The weights ``(B, 1, L, L)`` of a head that attends, from each query, evenly to every key whose previous
-    token is the query's token (an earlier occurrence: the ideal induction head with one token of match), or
-    to key 0 where there is none."""
+def _matching_induction(tokens: Tensor, match: int) -> Tensor:
+    """The weights ``(B, 1, L, L)`` of a head that attends, from each query, evenly to every key whose ``match``
+    previous tokens are the query's last ``match`` tokens (an earlier occurrence), or to key 0 where there is none."""
     B, L = tokens.shape
     follows = torch.zeros(B, L, L)
     follows[:, :, 1:] = (tokens[:, :, None] == tokens[:, None, :-1]).float()  # [b, i, k]: tokens[k-1] == tokens[i]
+    for back in range(1, match):  # and tokens[k-1-back] == tokens[i-back]
+        same = torch.zeros(B, L, L)
+        same[:, back:, back + 1:] = (tokens[:, :-back, None] == tokens[:, None, :-back - 1]).float()
+        follows = follows * same
     follows = follows * torch.tril(torch.ones(L, L))  # keys k <= i only
     none = follows.sum(-1, keepdim=True) == 0
     follows[..., :1] = torch.where(none, 1.0, follows[..., :1])

@@ -425,7 +425,7 @@ def test_the_head_survey_scores_a_copying_model_and_its_baselines():
     assert survey["uniform first token"] == survey["uniform previous"]
     distinct = torch.arange(16).repeat(1, 2)  # no token twice in a piece: the ideal head finds exactly the copy
     assert head_survey(model, distinct, torch.cat([distinct[:, :16] + 20, distinct[:, 16:]], 1))[
-        "ideal induction"] == pytest.approx(1.0)
+        "reference induction 1"] == pytest.approx(1.0)
     with torch.no_grad(), ablated_head(model, 3, 1):  # the model's induction head (layer 4, head 1), off
         ablated = head_survey(model, repeated, control)
     assert ablated["induction"][3, 1] == survey["induction"][3, 1], "its weights are computed before it is zeroed"
