@@ -216,9 +216,21 @@ FAMILIES: dict[str, Family] = {
 }
 
 
-def _unread(hf: dict, read: set) -> list[str]:
-    """The fields of ``hf`` neither read nor known to change nothing (fine-tuning tools' own, like unsloth's, are)."""
-    return sorted(k for k in hf if k not in read and k not in _IGNORED and not k.startswith("unsloth"))
+def _warn_unread(hf: dict, read: set, where: str, stacklevel: int) -> None:
+    """Name, in a warning, the fields of ``hf`` neither read nor known to change nothing (fine-tuning tools' own,
+    like unsloth's, are); ``stacklevel`` as its caller would give it."""
+    unknown = sorted(k for k in hf if k not in read and k not in _IGNORED and not k.startswith("unsloth"))
+    if unknown:
+        warnings.warn(f"{where}: config.json fields not read (they may change nothing): {unknown}",
+                      stacklevel=stacklevel + 1)
+
+
+def _max_len(longest: int, max_len: int | None, default: int, where: str) -> int:
+    """``max_len``, or ``default`` when None; never beyond the checkpoint's ``longest`` positions."""
+    chosen = default if max_len is None else max_len
+    if chosen > longest:
+        raise ValueError(f"{where}: max_len={max_len} is beyond the checkpoint's {longest} positions")
+    return chosen
 
 
 def _read_config(source: dict | str | os.PathLike) -> dict:
@@ -323,15 +335,13 @@ def config_from_hf(config: dict | str | os.PathLike, *, max_len: int | None = No
     refused = _refusals(kind, hf)
     if refused:
         raise ValueError(f"{where}: this {kind} checkpoint sets {refused}, which the course does not implement")
-    read |= _CHECKED.get(kind, set()) | _CHECKED["all"]
+    read |= _CHECKED
     if fields.get("positions") == "rope":
         fields["rope_base"], fields["rope_scaling"] = _rope(hf, where)
     longest = hf.get("max_position_embeddings", hf.get("n_positions"))
     if not isinstance(longest, int):
         raise ValueError(f"{where}: config.json gives no max_position_embeddings (or n_positions)")
-    fields["max_len"] = min(longest, DEFAULT_MAX_LEN) if max_len is None else max_len
-    if fields["max_len"] > longest:
-        raise ValueError(f"{where}: max_len={max_len} is beyond the checkpoint's {longest} positions")
+    fields["max_len"] = _max_len(longest, max_len, min(longest, DEFAULT_MAX_LEN), where)
     window = hf.get("sliding_window") if kind in ("mistral", "gemma2", "gemma3_text") else None
     # Gemma 3's sliding layers keep their own rotary base even where the window covers max_len: kept for them.
     if window is not None and (window < fields["max_len"] or kind == "gemma3_text"):
@@ -344,19 +354,16 @@ def config_from_hf(config: dict | str | os.PathLike, *, max_len: int | None = No
         fields["rope_local_base_freq"] = _local_base(hf, where)
     if kind == "gemma3_text" and hf.get("use_bidirectional_attention"):
         raise ValueError(f"{where}: use_bidirectional_attention=True (EmbeddingGemma) is not implemented")
-    unknown = _unread(hf, read)
-    if unknown:
-        warnings.warn(f"{where}: config.json fields not read (they may change nothing): {unknown}", stacklevel=2)
+    _warn_unread(hf, read, where, stacklevel=2)
     return DecoderConfig(**fields)
 
 
 # Fields read only to check that they hold the value the course implements.
-_CHECKED = {"all": {"hidden_act", "activation_function", "attention_bias", "mlp_bias", "use_sliding_window",
-                    "sliding_window", "layer_types", "scale_attn_weights", "scale_attn_by_inverse_layer_idx",
-                    "add_cross_attention", "head_dim", "tie_word_embeddings", "hidden_activation",
-                    "rope_local_base_freq", "sliding_window_pattern", "use_bidirectional_attention",
-                    "cache_implementation", "final_logit_softcapping", "attn_logit_softcapping",
-                    "query_pre_attn_scalar", "_sliding_window_pattern", "use_mrope"}}
+_CHECKED = {"hidden_act", "activation_function", "attention_bias", "mlp_bias", "use_sliding_window", "sliding_window",
+            "layer_types", "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "add_cross_attention", "head_dim",
+            "tie_word_embeddings", "hidden_activation", "rope_local_base_freq", "sliding_window_pattern",
+            "use_bidirectional_attention", "cache_implementation", "final_logit_softcapping", "attn_logit_softcapping",
+            "query_pre_attn_scalar", "_sliding_window_pattern", "use_mrope"}
 
 
 def _deepseek_config(hf: dict, max_len: int | None, where: str) -> MLAConfig:
@@ -370,9 +377,7 @@ def _deepseek_config(hf: dict, max_len: int | None, where: str) -> MLAConfig:
     fields["q_lora_rank"] = hf.get("q_lora_rank")  # None: a plain q_proj
     fields["rope_base"], fields["rope_scaling"] = _rope(hf, where)
     longest = hf.get("max_position_embeddings", 4096)
-    fields["max_len"] = min(longest, DEFAULT_MAX_LEN) if max_len is None else max_len
-    if fields["max_len"] > longest:
-        raise ValueError(f"{where}: max_len={max_len} is beyond the checkpoint's {longest} positions")
+    fields["max_len"] = _max_len(longest, max_len, min(longest, DEFAULT_MAX_LEN), where)
     known = set(_DEEPSEEK_NAMES) | {"max_position_embeddings", "rope_theta", "rope_scaling", "rope_parameters",
                                     "hidden_act", "attention_bias", "tie_word_embeddings", "first_k_dense_replace",
                                     "num_key_value_heads", "moe_intermediate_size", "n_shared_experts",
@@ -381,9 +386,7 @@ def _deepseek_config(hf: dict, max_len: int | None, where: str) -> MLAConfig:
                                     "num_mtp_layers", "num_nextn_predict_layers", "topk_method", "scoring_func",
                                     "aux_loss_alpha", "seq_aux", "ep_size", "moe_layer_freq", "head_dim",
                                     "qk_head_dim", "rope_interleave"}
-    unknown = _unread(hf, known)
-    if unknown:
-        warnings.warn(f"{where}: config.json fields not read (they may change nothing): {unknown}", stacklevel=3)
+    _warn_unread(hf, known, where, stacklevel=3)
     return MLAConfig(**fields)
 
 
@@ -394,16 +397,13 @@ def _bert_config(hf: dict, fields: dict, max_len: int | None, where: str) -> Enc
     if wrong:
         raise ValueError(f"{where}: this bert checkpoint sets {wrong}, which the course does not implement")
     longest = hf.get("max_position_embeddings", 512)
-    if max_len is not None and max_len > longest:
-        raise ValueError(f"{where}: max_len={max_len} is beyond the checkpoint's {longest} positions")
+    max_len = _max_len(longest, max_len, longest, where)  # BERT stores its position table: no rotary cost
     known = set(_BERT_NAMES) | {"hidden_act", "position_embedding_type", "is_decoder", "add_cross_attention",
                                 "max_position_embeddings", "hidden_dropout_prob", "attention_probs_dropout_prob",
                                 "classifier_dropout", "gradient_checkpointing", "layer_norm_eps",
                                 "tie_word_embeddings"}  # the masked-LM head's tie: the encoder has no head
-    unknown = _unread(hf, known)
-    if unknown:
-        warnings.warn(f"{where}: config.json fields not read (they may change nothing): {unknown}", stacklevel=3)
-    return EncoderConfig(**fields, max_len=longest if max_len is None else max_len)
+    _warn_unread(hf, known, where, stacklevel=3)
+    return EncoderConfig(**fields, max_len=max_len)
 
 
 def _refusals(kind: str, hf: dict) -> dict:
