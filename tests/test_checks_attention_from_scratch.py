@@ -117,13 +117,13 @@ def mask_after_softmax(query, key, value, mask=None):
     return weights @ value, weights
 
 
-@add(ATT, "NaN for the query that may attend to nothing")
+@add(ATT, "at step 'zero the rows with no allowed key': it is left out")
 def nan_on_empty_rows(query, key, value, mask=None):
     weights = _masked_softmax(query @ key.transpose(-2, -1) / math.sqrt(query.size(-1)), mask)
     return weights @ value, weights
 
 
-@add(ATT, "does not get zero weights")
+@add(ATT, "the masked entries are filled with a large finite number")
 def uniform_on_empty_rows(query, key, value, mask=None):
     weights = _masked_softmax(query @ key.transpose(-2, -1) / math.sqrt(query.size(-1)), mask, fill=-1e9)
     return weights @ value, weights
@@ -253,7 +253,7 @@ BUGS = [
     ("key.transpose(0, 1)", "key.transpose(-2, -1)", "the key is transposed on its first two dims"),
     ("scores.masked_fill(mask, ", "scores.masked_fill(~mask, ", "the mask is inverted"),
     ("~mask.any(dim=-2, keepdim=True)", "~mask.any(dim=-1, keepdim=True)",
-     "NaN for the query that may attend to nothing"),
+     "at step 'zero the rows with no allowed key': it is left out"),
 ]
 
 

@@ -229,7 +229,7 @@ def _sink_variant(edge=lambda off, w: off < w, sink_rows=False, causal_sinks=Tru
 
 
 SINK_WRONG = [
-    (_sink_variant(sinks=False), "this is the plain sliding window"),
+    (_sink_variant(sinks=False), "at step 'in the window or a sink key': it is left out"),
     (_sink_variant(causal_sinks=False), "the sinks break causality"),
     (_sink_variant(sink_rows=True, causal_sinks=False), "the sinks are rows, not columns"),
     (_sink_variant(edge=lambda off, w: off <= w), "window + 1 recent keys"),

@@ -97,7 +97,7 @@ EXPAND_MISTAKES = [
     (on_feature_dim, "last dim (the features)"),
     (by_num_heads, "repeated num_heads times"),
     (reversed_heads, "not in the right order"),
-    (scaled, "not copies of any KV head"),
+    (scaled, "its result is divided by 4 (the result of 'the group size"),
     (with_view, "not contiguous"),
     (returns_list, "returned a list"),
     (stub, "not implemented yet"),

@@ -334,10 +334,10 @@ def _documents(same=True, causal=True, diagonal=True, first_row=False, transpose
 
 
 DOCUMENT_WRONG = [
-    (_documents(same=False), "the documents leak into each other"),
+    (_documents(same=False), "the condition 'same document: doc id of query i == doc id of key j' is left out"),
     (_documents(causal=False), "the mask is not causal"),
     (_documents(diagonal=False), "the diagonal is missing"),
-    (_documents(transposed=True), "transposed"),
+    (_documents(transposed=True), "triu where the step takes tril"),
     (_documents(first_row=True), "every row of the batch gets the first row's mask"),
     (lambda doc_ids: ~documents_reference(doc_ids), "inverted"),
     (lambda doc_ids: documents_reference(doc_ids).float(), "expected torch.bool"),

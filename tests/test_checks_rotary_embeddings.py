@@ -288,7 +288,7 @@ def position_from_the_head_axis(q, k, v, key_cache, value_cache, cos, sin):
     return weights @ value_cache, key_cache, value_cache
 
 
-add_fns(DECODE, (position_from_the_head_axis,), "key_cache: only position 3 of 4 differs", "decode-head-axis")
+add_fns(DECODE, (position_from_the_head_axis,), "at step 'n = key_cache.size(-2), the number of cached tokens': it is taken over the heads (dim -3)", "decode-head-axis")
 add_fns(DECODE, (decode_by_hand,))
 add_fns(DECODE, (decode_with_position_tensor,))
 for _fn, _named in DECODE_WRONG:

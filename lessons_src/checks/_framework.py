@@ -50,6 +50,8 @@ from torch import Tensor
 
 from ._diagnosis import diagnose
 from ._result import DEVICE_HINT, NOT_IMPLEMENTED, CheckResult, finish, is_device_error, receive
+from ._steps import SEARCH_SECONDS, Found, explain_error
+from ._steps import search as search_steps
 
 __all__ = ["Case", "Mistake", "Session", "ERROR_HINTS", "LIMITS", "time_limits", "run_check", "judge",
            "learner_line", "describe_error", "CALLS", "call_limited", "TimeLimit", "machine_slowness", "passed", "done", "mask_pattern",
@@ -318,8 +320,9 @@ def learner_line(exc: BaseException) -> str:
 
 #: From a learner's exception (matched against ``"TypeName: message"``) to the hint, and
 #: optionally the mistake's name (the feedback's first line then starts with it); the first match
-#: wins, after the check's own table. ``\\g<name>`` inserts a group of the match.
-ERROR_HINTS: list[tuple[str, ...]] = [
+#: wins, after the check's own table. ``\\g<name>`` inserts a group of the match; a hint may also be a
+#: function of the match (the fix for an ``expand`` depends on the sizes).
+ERROR_HINTS: list[tuple[str, str | Callable[[re.Match[str]], str], *tuple[str, ...]]] = [
     (r"^NotImplementedError", NOT_IMPLEMENTED),
     (r"unexpected keyword argument '(?P<kw>\w+)'",
      "give your function a `\\g<kw>=` parameter, with the default the exercise names: the check calls it by that name.",
@@ -347,8 +350,7 @@ ERROR_HINTS: list[tuple[str, ...]] = [
      "an element-wise operation on shapes that do not broadcast (sizes \\g<a> and \\g<b> in dim \\g<d>)"),
     (r"The expanded size of the tensor \((?P<a>-?\d+)\) must match the existing size \((?P<b>\d+)\) at "
      r"non-singleton dimension (?P<d>\d+)",
-     "`expand` can only stretch dims of size 1: dim \\g<d> has size \\g<b>, not 1. Use `repeat`/`repeat_interleave` "
-     "to copy it, or add a dim of size 1 first.",
+     lambda m: _expand_hint(int(m["a"]), int(m["b"]), m["d"]),
      "`expand` of a dim whose size is not 1 (size \\g<b> in dim \\g<d>)"),
     (r"shape '\[(?P<shape>[^\]]*)\]' is invalid for input of size (?P<n>\d+)",
      "a `view`/`reshape` to [\\g<shape>] must keep the number of entries (\\g<n>): multiply out the sizes you ask for and "
@@ -404,6 +406,18 @@ ERROR_HINTS: list[tuple[str, ...]] = [
      "(or `output, _ = attention(...)`).", "a tuple (output, weights) is used as a tensor"),
 ]
 
+def _expand_hint(target: int, size: int, dim: str) -> str:
+    """The fix for an ``expand`` of a dim whose size is not 1: copies only where the target is a multiple of it."""
+    if target > size and target % size == 0:
+        return (f"`expand` can only stretch dims of size 1: dim {dim} has size {size}, not 1. To make {target // size} "
+                f"copies of each of its {size} entries use `repeat_interleave({target // size}, dim={dim})` (or add a dim "
+                "of size 1 next to it, expand that, and reshape).")
+    return (f"`expand` can only stretch dims of size 1, and a dim of size {size} cannot become {target} by copying: "
+            f"the tensor's dims do not line up with the shape you expand to; its size {size} belongs to another dim. Print "
+            "both shapes and put dims of size 1 where the target's other sizes go (e.g. `x.view(1, -1, 1, 1)` for one "
+            "value per head of a (B, H, L_q, L_k) tensor).")
+
+
 _GENERIC_ERROR_HINT = "read the error line quoted above; print the shape of each intermediate tensor."
 
 
@@ -418,7 +432,7 @@ def describe_error(exc: BaseException, hints: Sequence[tuple[str, ...]] = ()) ->
         match = re.search(pattern, text)
         if match:
             named = f"{match.expand(name[0])}: " if name else ""
-            return f"{named}your function raised {text}{learner_line(exc)}", match.expand(hint)
+            return f"{named}your function raised {text}{learner_line(exc)}", hint(match) if callable(hint) else match.expand(hint)
     return f"your function raised {text}{learner_line(exc)}", _GENERIC_ERROR_HINT
 
 
@@ -488,6 +502,8 @@ class Session:
         self.printing = _Printing()
         #: Which version of the learner's function this run judged (:func:`fingerprint`), for "what changed".
         self.learner = ""
+        #: The exception the learner's function last raised (read against the reference's steps).
+        self.error: BaseException | None = None
 
     def _limit_text(self, base: float) -> str:
         if self.slowness == 1.0:
@@ -544,6 +560,7 @@ class Session:
                                    [f"stopped after {seconds:.1f} s of computing; the limit is "
                                     f"{self._limit_text(base)}; time spent printing is not counted"])
         if kind == "raised":
+            self.error = value
             what, hint = describe_error(value, self.hints)
             return None, self.fail(what if what == "not implemented yet" else f"{what} ({where})", hint)
         for name in [*args, *kwargs]:
@@ -600,6 +617,9 @@ class Mistake:
     when: Callable[[Case], bool] | None = None
     #: Tried before the type step too: for a value the check's own wrapper of the learner returned.
     early: bool = False
+    #: A catch-all ("the angles are wrong"): tried after the search over the reference's steps, which
+    #: names the step when one change explains every case.
+    fallback: bool = False
 
     def matches(self, case: Case, got: object, tol: float, expected: object = None) -> dict[str, object] | None:
         """The fields to fill in ``name`` and ``hint`` when ``got`` is this mistake on ``case``, else None.
@@ -763,7 +783,8 @@ def _verdict_one(name: str, got: object, expected: object, tol: float,
 
 def judge(session: Session, where: str, case: Case, got: object, expected: object,
           outputs: Sequence[str], mistakes: Sequence[Mistake] = (), tol: float = 1e-5,
-          same_dtype: bool | None = None) -> CheckResult | None:
+          same_dtype: bool | None = None,
+          steps: Callable[[object, object], Found | None] | None = None) -> CheckResult | None:
     """None when ``got`` is right; otherwise the failure (not finished), naming the mistake first.
 
     ``expected`` is the reference's result: one tensor or number (``outputs`` has one name) or a
@@ -772,6 +793,9 @@ def judge(session: Session, where: str, case: Case, got: object, expected: objec
     ``same_dtype``: None (the default) names a float64 result when every float tensor among the
     case's inputs is float32 (it breaks the next product with a float32 tensor); True makes every
     dtype exact; False accepts float32 or float64 (a statistic, not an activation).
+    ``steps(got, expected)``: the search over the reference's named steps (``_steps.py``), tried when
+    values differ and no listed mistake matches; what it finds is the first line (how the values
+    differ moves to the details).
     """
     for mistake in (m for m in mistakes if m.early):
         fields = mistake.matches(case, got, tol=max(tol, 1e-4), expected=expected)
@@ -808,7 +832,15 @@ def judge(session: Session, where: str, case: Case, got: object, expected: objec
     problems = [(n, p) for n, p in problems if p is not None]
     if not problems:
         return None
-    for mistake in mistakes:
+    found_step = None
+    values_differ = all(p[0].endswith(("differs from the reference", "contains NaN or inf")) or " has shape (" in p[0]
+                        for _, p in problems)
+    for mistake in (*(m for m in mistakes if not m.fallback), None, *(m for m in mistakes if m.fallback)):
+        if mistake is None:  # the listed mistakes did not match: search the steps before the catch-alls
+            found_step = steps(got, expected) if steps is not None and values_differ else None
+            if found_step is not None and found_step.sure:
+                break
+            continue
         fields = mistake.matches(case, got, tol=max(tol, 1e-4), expected=expected)
         if fields is not None:
             name, hint = mistake.text(fields)
@@ -830,6 +862,11 @@ def judge(session: Session, where: str, case: Case, got: object, expected: objec
         elif found:
             what = f"{what}: " + "; ".join(f"{name}: {how}" for name, (how, _) in found)
             details = [*(line for _, (_, lines) in found for line in lines), *details]
+    if found_step is not None:
+        how = what.split(": ", 1)[1] if ": " in what else ""
+        what = f"{what.split(': ', 1)[0]} {found_step.says()}"
+        hint = found_step.fix()
+        details = [*([f"how the values differ: {how}"] if how else []), *details]
     return session.fail(f"{what} ({where})", hint, [*details, *_expected_got(outputs, items, wanted)])
 
 
@@ -911,7 +948,8 @@ def run_check(session: Session, fn: Callable[..., object], cases: Sequence[Case]
               outputs: Sequence[str], mistakes: Sequence[Mistake] = (), tol: float = 1e-5,
               before: Sequence[Mistake] = (), same_dtype: bool | None = None,
               expected_of: Callable[[Case], object] | None = None,
-              sound: Sequence[Callable[..., object]] = ()) -> CheckResult | None:
+              sound: Sequence[Callable[..., object]] = (),
+              steps: Callable[..., object] | None = None) -> CheckResult | None:
     """Run ``fn`` on every case and judge it against ``reference``: None when all pass, else the failure.
 
     ``before``: mistakes recognised by a predicate on the function itself or its signature
@@ -921,7 +959,9 @@ def run_check(session: Session, fn: Callable[..., object], cases: Sequence[Case]
     call gives another result, the feedback says the function is random (dropout left on).
     Each case's tolerance is measured (:func:`float32_tolerance`; ``sound``: other correct
     formulations whose float32 error it must admit). The failure is not finished, so a check made
-    of several functions can go on to the next.
+    of several functions can go on to the next. A wrong result no listed mistake names is searched
+    for among small changes to the named steps (``_steps.py``) of ``steps``, a version of the reference
+    written with ``step`` (by default ``reference`` itself, when it is written so).
     """
     for mistake in before:
         if cases and mistake.looks_like is not None and mistake.looks_like(cases[0], fn):
@@ -929,8 +969,16 @@ def run_check(session: Session, fn: Callable[..., object], cases: Sequence[Case]
             return session.fail(name, hint)
     for number, case in enumerate(cases, start=1):
         where = f"case {number}/{len(cases)}: {case.description}"
+        session.error = None
         got, failure = session.call(where, fn, case.args, case.kwargs)
+        stepped = steps if steps is not None else reference if expected_of is None else None
         if failure is not None:
+            if session.error is not None and stepped is not None:  # the learner's error read against the steps
+                error = session.error
+                found = _searcher(session, fn, cases, number, stepped, reference, expected_of, tol)(error, None)
+                read = found.says() if found is not None else explain_error(stepped, case, error)
+                if read is not None:
+                    failure.summary = f"{read}: {failure.summary}"
             return failure
         if expected_of is not None:
             expected = expected_of(case)
@@ -938,7 +986,9 @@ def run_check(session: Session, fn: Callable[..., object], cases: Sequence[Case]
             expected = reference(*[_copy(v) for v in case.args.values()],
                                  **{k: _copy(v) for k, v in case.kwargs.items()})
         case_tol = tol if expected_of is not None else float32_tolerance(reference, case, tol, sound)
-        failure = judge(session, where, case, got, expected, outputs, mistakes, case_tol, same_dtype)
+        searcher = None if stepped is None else _searcher(session, fn, cases, number, stepped, reference,
+                                                           expected_of, case_tol)
+        failure = judge(session, where, case, got, expected, outputs, mistakes, case_tol, same_dtype, searcher)
         if (failure is not None and _tensors(got)
                 and not any(m.matches(case, got, max(tol, 1e-4), expected) is not None for m in mistakes)):
             again, second_failure = session.call(where, fn, case.args, case.kwargs)
@@ -953,6 +1003,34 @@ def run_check(session: Session, fn: Callable[..., object], cases: Sequence[Case]
                 failure.details.append("case 1 passed" if number == 2 else f"cases 1-{number - 1} passed")
             return failure
     return None
+
+
+def _searcher(session: Session, fn: Callable[..., object], cases: Sequence[Case], number: int,
+              stepped: Callable[..., object], reference: Callable[..., object],
+              expected_of: Callable[[Case], object] | None, tol: float) -> Callable[[object, object], Found | None]:
+    """The step search for case ``number`` (1-based): the cases before it passed (the learner's result there
+    is the reference's); the ones after it are called only when a change needs comparing with them."""
+
+    def expected(case: Case) -> object:
+        if expected_of is not None:
+            return expected_of(case)
+        return reference(*[_copy(v) for v in case.args.values()], **{k: _copy(v) for k, v in case.kwargs.items()})
+
+    def learner(case: Case) -> Callable[[], object]:
+        def result() -> object:
+            got, failure = session.call(f"the step search on {case.description}", fn, case.args, case.kwargs)
+            return None if failure is not None else got
+        return result
+
+    def search(got: object, wanted: object) -> Found | None:
+        """``got``: the learner's result, or the exception its code raised (``wanted`` then None)."""
+        if wanted is None:
+            wanted = expected(cases[number - 1])
+        others = [(c, (lambda c=c: expected(c))) for c in cases[:number - 1]]
+        others += [(c, learner(c)) for c in cases[number:]]
+        return search_steps(stepped, cases[number - 1], got, wanted, tol, others, SEARCH_SECONDS * session.slowness)
+
+    return search
 
 
 def passed(session: Session, summary: str) -> CheckResult:

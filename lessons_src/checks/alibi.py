@@ -9,6 +9,7 @@ hidden in use. The mistakes are the table :data:`MISTAKES`, built on the framewo
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 
 import torch
@@ -18,6 +19,7 @@ from ..alibi import alibi_bias, alibi_slopes
 from ..masks import causal_mask
 from ._framework import Case, Mistake, Session, done, passed, run_check
 from ._result import CheckResult
+from ._steps import step
 
 __all__ = ["check_alibi_bias"]
 
@@ -52,6 +54,42 @@ def _visible(result: object, len_q: int, len_k: int) -> object:
 
 def _reference(num_heads: int, len_q: int, len_k: int) -> Tensor:
     return _visible(alibi_bias(num_heads, len_q, len_k), len_q, len_k)
+
+
+def _step_slopes(num_heads: int) -> Tensor:
+    """β_h = 2^(-8h/H) for heads h = 1 .. H (H a power of 2), float64 ``(H,)``, as named steps."""
+    h = step("head numbers h = 1 .. H", torch.add, torch.arange(num_heads, dtype=torch.float64), 1)
+    eight_h = step("the exponent's 8h", torch.mul, h, 8.0, axes=("head",))
+    exponent = step("the exponent 8h / H", torch.div, eight_h, float(num_heads), axes=("head",))
+    return step("the slopes β_h = 2^(-8h/H)", torch.pow, 2.0, torch.neg(exponent))
+
+
+def _step_all_slopes(num_heads: int) -> Tensor:
+    """The paper's slopes for any H: a power of 2's, or those of H' (the power of 2 below) then every other
+    slope of 2H' (the 1st, 3rd, ...), until there are H."""
+    if num_heads & (num_heads - 1) == 0:
+        return _step_slopes(num_heads)
+    below = 2 ** (num_heads.bit_length() - 1)
+    extra = step("every other slope of 2H' heads (the 1st, 3rd, ...)", _every_other, _step_slopes(2 * below),
+                 start=0, axes=("head",))
+    return step("the slopes of H' heads, then the extra ones", torch.cat,
+                (_step_slopes(below), extra[: num_heads - below]))
+
+
+def _every_other(slopes: Tensor, start: int = 0) -> Tensor:
+    return slopes[start::2]
+
+
+def _steps(num_heads: int, len_q: int, len_k: int) -> Tensor:
+    """The chapter's formula step by step (``_steps.py`` searches small changes to each); equal to :func:`_reference`."""
+    slopes = _step_all_slopes(num_heads).float()
+    offset = step("the queries' offset L_k - L_q", operator.sub, len_k, len_q)
+    query = step("the query positions p_i = L_k - L_q + i", torch.add, torch.arange(len_q)[:, None], offset)
+    key = step("the key positions j = 0 .. L_k - 1", torch.arange, len_k)
+    distance = step("the distance p_i - j", torch.sub, query, key, axes=("query", "key")).float()
+    scaled = step("each head's slope times the distance", torch.mul, slopes[:, None, None], distance,
+                  axes=("head", "query", "key"))
+    return _visible(step("the bias: minus that", torch.neg, scaled, axes=("head", "query", "key")), len_q, len_k)
 
 
 # -- known mistakes: wrong biases with the learner's signature ---------------------------------------
@@ -167,7 +205,7 @@ MISTAKES = [
     Mistake("the slopes differ from the paper's: yours are {yours}; for H={num_heads} the paper's are {paper}",
             "the paper's slopes for H heads (a power of 2) are β_h = 2^(-8h/H), h = 1 .. H, computed in floating "
             "point (`8 / H`, not `8 // H`); for other H, those of the power of 2 below, then every other slope of "
-            "twice that power.", looks_like=_slopes_of),
+            "twice that power.", looks_like=_slopes_of, fallback=True),
 ]
 
 HINTS = [(r"arange|expected.*Long|Float but found",
@@ -190,8 +228,12 @@ def check_alibi_bias(fn: Callable[..., object]) -> CheckResult:
     learner = visible if callable(fn) else fn
     if callable(fn):
         visible.__wrapped__ = fn  # the learner's own signature, for feedback
-    failure = run_check(session, learner, CASES, _reference, ("bias",), MISTAKES)
+    failure = run_check(session, learner, CASES, _reference, ("bias",), MISTAKES, steps=_steps)
     if failure is not None:
         return done(failure)
     return done(passed(session, f"all {len(CASES)} cases match the paper's biases (8, 4, 16, 2, 6 and 12 heads; "
                                 "a decoding step and queries at the end of longer keys)"))
+
+
+#: The reference written as named steps, with the cases it must equal the reference on (tests/test_checks_steps.py).
+STEPPED = [(lambda: list(CASES), _reference, _steps)]

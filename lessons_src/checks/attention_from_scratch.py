@@ -21,6 +21,7 @@ from ..attention import scaled_dot_product_attention
 from ..masks import causal_mask, padding_mask
 from ._framework import Case, Mistake, Session, done, global_max_softmax, passed, run_check
 from ._result import CheckResult
+from ._steps import step
 
 __all__ = ["check_scaled_dot_product_attention"]
 
@@ -62,6 +63,21 @@ def _cases() -> list[Case]:
 
 def _reference(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     return scaled_dot_product_attention(query, key, value, mask)
+
+
+def _steps(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """The chapter's formula step by step (``_steps.py`` searches small changes to each); equal to :func:`_reference`."""
+    qk = ("query", "key")
+    scores = step("scores = query · keyᵀ", torch.matmul, query, key.transpose(-2, -1), axes=qk)
+    scores = step("scale by √d_k", torch.div, scores, math.sqrt(query.size(-1)), axes=qk)
+    if mask is not None:
+        scores = step("mask: -inf where a key is not allowed", Tensor.masked_fill, scores, ~mask, float("-inf"), axes=qk)
+    weights = step("softmax over the keys", torch.softmax, scores, dim=-1, axes=qk)
+    if mask is not None:  # a query with no allowed key: weights and output 0, not NaN
+        empty = ~step("a query's allowed keys: any over the keys", torch.any, mask, dim=-1, keepdim=True)
+        weights = step("zero the rows with no allowed key", Tensor.masked_fill, weights, empty, 0.0, axes=qk)
+    output = step("weighted sum of the values", torch.matmul, weights, value, axes=qk)
+    return output, weights
 
 
 # -- known mistakes: each a wrong implementation with the learner's signature, or a predicate --------
@@ -106,8 +122,8 @@ def _swapped(case: Case, got: object) -> bool:
 
 def _weights_right_output_wrong(case: Case, got: object) -> bool:
     out, w = _reference(**case.args, **case.kwargs)
-    return (isinstance(got[1], Tensor) and got[1].shape == w.shape
-            and torch.allclose(got[1].double().nan_to_num(0.0), w.double(), atol=1e-4)
+    return (isinstance(got[1], Tensor) and got[1].shape == w.shape and bool(torch.isfinite(got[1]).all())
+            and torch.allclose(got[1].double(), w.double(), atol=1e-4)
             and not (isinstance(got[0], Tensor) and got[0].shape == out.shape
                      and torch.allclose(got[0].double(), out.double(), atol=1e-4)))
 
@@ -206,10 +222,11 @@ MISTAKES = [
     Mistake("NaN for the query that may attend to nothing", "a row of all -inf gives softmax 0/0 = NaN: find the "
             "queries with no allowed key (a mask row with no True: an `any` along the keys, keeping the dim so it "
             "broadcasts) and set their weights to 0; or fill with `torch.finfo(scores.dtype).min` and zero those "
-            "rows.", looks_like=_empty_rows_wrong(True)),
+            "rows.", looks_like=_empty_rows_wrong(True), fallback=True),
     Mistake("the query that may attend to nothing does not get zero weights", "when a row of the mask is all "
             "False, its weights (and so its output) must be 0, not uniform: "
-            "`weights.masked_fill(~mask.any(-1, keepdim=True), 0.0)`.", looks_like=_empty_rows_wrong(False)),
+            "`weights.masked_fill(~mask.any(-1, keepdim=True), 0.0)`.", looks_like=_empty_rows_wrong(False),
+            fallback=True),
     global_max_softmax(_masked_scores, item=1),
     Mistake("the weights are right but the output is not weights @ value",
             "the output is the weighted sum of the values: `weights @ value`.",
@@ -236,9 +253,13 @@ def check_scaled_dot_product_attention(fn: Callable[..., object]) -> CheckResult
     """
     session = Session(NAME, HINTS)
     cases = _cases()
-    failure = run_check(session, fn, cases, _reference, ("output", "weights"), MISTAKES)
+    failure = run_check(session, fn, cases, _reference, ("output", "weights"), MISTAKES, steps=_steps)
     if failure is not None:
         return done(failure)
     return done(passed(session, f"all {len(cases)} cases match the reference (d_k = 6, 4, 24, 12, 10, 20, 9; "
                                 "unmasked, batched, batched heads, causal, padding, a query that may attend to "
                                 "nothing, rows whose scores are hundreds apart)"))
+
+
+#: The reference written as named steps, with the cases it must equal the reference on (tests/test_checks_steps.py).
+STEPPED = [(_cases, _reference, _steps)]

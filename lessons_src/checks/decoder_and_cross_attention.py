@@ -24,6 +24,7 @@ from ..masks import causal_mask, padding_mask
 from ..multihead import MultiHeadAttention
 from ._framework import Case, Mistake, Session, done, passed, run_check
 from ._result import CheckResult, close, is_device_error, learner_error, shape_of
+from ._steps import step
 
 __all__ = ["check_decoder_attention"]
 
@@ -341,6 +342,16 @@ def _from_calls(partial: bool) -> Callable[[Case, object], dict[str, str] | None
     return predicate
 
 
+def _named_only(predicate: Callable[[Case, object], object]) -> Callable[[Case, object], object]:
+    """``predicate`` where it names the mask's mistake; its "hides the wrong positions" waits for the step search."""
+
+    def named(case: Case, got: object) -> object:
+        found = predicate(case, got)
+        return found if found and "hides the wrong positions" not in found.get("what", "") else None
+
+    return named
+
+
 def _swapped(case: Case, got: object) -> bool:
     self_out, cross_out = case.info["expected_self"], case.info["expected_cross"]
     return (isinstance(got, (tuple, list)) and len(got) == 2 and all(isinstance(t, Tensor) for t in got)
@@ -358,14 +369,44 @@ MISTAKES = [
             and any(isinstance(t, tuple) for t in got)),
     Mistake("self_out and cross_out are swapped", "return them in the order `self_out, cross_out`.",
             looks_like=_swapped),
-    Mistake("{what}", "{fix}", looks_like=_from_calls(partial=False)),
+    Mistake("{what}", "{fix}", looks_like=_named_only(_from_calls(partial=False))),
+    Mistake("{what}", "{fix}", looks_like=_from_calls(partial=False), fallback=True),
     Mistake("self_out differs from the reference", FIX_SELF, looks_like=lambda case, got: isinstance(got, (tuple, list))
             and len(got) == 2 and isinstance(got[0], Tensor) and got[0].shape == case.info["expected_self"].shape
-            and not close(got[0], case.info["expected_self"])),
+            and not close(got[0], case.info["expected_self"]), fallback=True),
     Mistake("cross_out differs from the reference", FIX_CROSS, looks_like=lambda case, got: isinstance(got, (tuple, list))
             and len(got) == 2 and isinstance(got[1], Tensor) and got[1].shape == case.info["expected_cross"].shape
-            and not close(got[1], case.info["expected_cross"])),
+            and not close(got[1], case.info["expected_cross"]), fallback=True),
 ]
+
+
+def _attend(module: MultiHeadAttention, query: Tensor, key: Tensor, value: Tensor, mask: Tensor) -> Tensor:
+    """The module's output, called without recording the call (the learner's modules record theirs)."""
+    return MultiHeadAttention.forward(module, query, key, value, mask)[0]
+
+
+def _reference(x: Tensor, memory: Tensor, source_lengths: list[int], self_attn: MultiHeadAttention,
+               cross_attn: MultiHeadAttention) -> tuple[Tensor, Tensor]:
+    """The two attentions called the right way, with the library's masks (what ``expected_of`` holds)."""
+    memory_mask = padding_mask(list(source_lengths), max_len=memory.size(1))[:, None, None, :]  # (B, 1, 1, Ls)
+    return _attend(self_attn, x, x, x, causal_mask(x.size(1))), _attend(cross_attn, x, memory, memory, memory_mask)
+
+
+def _steps(x: Tensor, memory: Tensor, source_lengths: list[int], self_attn: MultiHeadAttention,
+           cross_attn: MultiHeadAttention) -> tuple[Tensor, Tensor]:
+    """:func:`_reference` in the chapter's words (``_steps.py`` searches small changes to each step)."""
+    qk = ("query", "key")
+    target = torch.ones(x.size(1), x.size(1), dtype=torch.bool)
+    causal = step("causal mask: position t sees 0..t (the lower triangle)", torch.tril, target, diagonal=0, axes=qk)
+    self_out = step("self-attention: queries, keys and values from x, causal mask", _attend, self_attn, x, x, x,
+                    causal)
+    positions = torch.arange(memory.size(1))[None, :]  # (1, Ls): the source positions, the keys
+    real = step("the source's real tokens: position < source length", torch.lt, positions,
+                torch.tensor(list(source_lengths))[:, None], axes=("batch", "key"))
+    memory_mask = real[:, None, None, :]  # (B, 1, 1, Ls): the same keys for every head and decoder position
+    cross_out = step("cross-attention: queries from x, keys and values from the memory, padding mask", _attend,
+                     cross_attn, x, memory, memory, memory_mask)
+    return self_out, cross_out
 
 
 def _framework_case(case: _Case) -> Case:
@@ -397,8 +438,18 @@ def check_decoder_attention(fn: Callable[..., object]) -> CheckResult:
     with one_cpu_thread(), torch.no_grad():
         cases = [_framework_case(case) for case in _cases()]
         failure = run_check(session, _guard(fn), cases, None, ("self_out", "cross_out"), MISTAKES,
-                            expected_of=lambda case: (case.info["expected_self"], case.info["expected_cross"]))
+                            expected_of=lambda case: (case.info["expected_self"], case.info["expected_cross"]),
+                            steps=_steps)
     if failure is not None:
         return done(failure)
     return done(passed(session, f"all {len(cases)} cases match (Lt = Ls, Lt < Ls, Lt > Ls, with source padding): "
                                 "causal self-attention and padded cross-attention are wired right"))
+
+
+def _stepped_cases() -> list[Case]:
+    with torch.no_grad():
+        return [_framework_case(case) for case in _cases()]
+
+
+#: The reference written as named steps, with the cases it must equal the reference on (tests/test_checks_steps.py).
+STEPPED = [(_stepped_cases, _reference, _steps)]

@@ -17,6 +17,7 @@ from torch import Tensor
 from ..masks import sliding_window_mask
 from ._framework import Case, Mistake, Session, done, mask_mistakes, mask_pattern, passed, run_check
 from ._result import CheckResult
+from ._steps import step
 
 __all__ = ["check_sliding_window_mask", "check_sink_window_mask"]
 
@@ -31,6 +32,18 @@ _CASES = [(6, 3), (7, 1), (5, 5), (4, 9), (12, 4), (1, 1)]
 def _offsets(seq_len: int) -> Tensor:
     positions = torch.arange(seq_len)
     return positions[:, None] - positions[None, :]  # (L, L): i - j, query i (row), key j (column)
+
+
+_QK = ("query", "key")
+
+
+def _steps(seq_len: int, window: int) -> Tensor:
+    """The chapter's rule step by step (``_steps.py`` searches small changes to each); equal to :func:`_reference`."""
+    positions = torch.arange(seq_len)
+    offsets = step("offset i - j (query i, key j)", torch.sub, positions[:, None], positions[None, :], axes=_QK)
+    causal = step("causal: key j not after query i, i - j >= 0", torch.ge, offsets, 0, axes=_QK)
+    recent = step("in the window: i - j < window", torch.lt, offsets, window, axes=_QK)
+    return step("causal and in the window", torch.logical_and, causal, recent, axes=_QK)
 
 
 def _is(wrong: Callable[[int, int], Tensor]) -> Callable[[Case, object], bool]:
@@ -132,8 +145,8 @@ def check_sliding_window_mask(fn: Callable[..., object]) -> CheckResult:
     an additive 0/-inf mask).
     """
     session = Session(_NAME)
-    cases = [Case(f"seq_len={L}, window={w}", {"seq_len": L, "window": w}) for L, w in _CASES]
-    failure = run_check(session, fn, cases, _reference, ("mask",), MISTAKES)
+    cases = _window_cases()
+    failure = run_check(session, fn, cases, _reference, ("mask",), MISTAKES, steps=_steps)
     if failure is not None:
         return done(failure)
     return done(passed(session, f"all {len(_CASES)} cases match the reference (window 1, window = seq_len, "
@@ -147,12 +160,26 @@ def check_sliding_window_mask(fn: Callable[..., object]) -> CheckResult:
 # key j visible to query i when j <= i and (i - j < window or j < num_sinks).
 
 SINKS = "check_sink_window_mask"
+# (seq_len, window, num_sinks): no sinks, more sinks than the window, window >= seq_len, a single token, ...
+_SINK_SHAPES = [(8, 3, 2), (10, 2, 1), (7, 1, 0), (9, 2, 4), (6, 8, 1), (1, 1, 1)]
 
 
 def _sink_reference(seq_len: int, window: int, num_sinks: int) -> Tensor:
     offsets = _offsets(seq_len)
     is_sink = torch.arange(seq_len) < num_sinks  # (L,): the first num_sinks keys
     return (offsets >= 0) & ((offsets < window) | is_sink[None, :])
+
+
+def _sink_steps(seq_len: int, window: int, num_sinks: int) -> Tensor:
+    """The sink-window rule step by step (``_steps.py`` searches small changes to each); equal to
+    :func:`_sink_reference`."""
+    positions = torch.arange(seq_len)
+    offsets = step("offset i - j (query i, key j)", torch.sub, positions[:, None], positions[None, :], axes=_QK)
+    causal = step("causal: key j not after query i, i - j >= 0", torch.ge, offsets, 0, axes=_QK)
+    recent = step("in the window: i - j < window", torch.lt, offsets, window, axes=_QK)
+    sink = step("a sink key: j < num_sinks", torch.lt, positions[None, :], num_sinks, axes=_QK)
+    visible = step("in the window or a sink key", torch.logical_or, recent, sink, axes=_QK)
+    return step("causal and (in the window or a sink key)", torch.logical_and, causal, visible, axes=_QK)
 
 
 def _sinks(window_edge: Callable[[Tensor, int], Tensor] = lambda off, w: off < w, causal_sinks: bool = True,
@@ -192,7 +219,7 @@ SINK_MISTAKES = [
     Mistake("no query sees a sink key outside its window: this is the plain sliding window",
             f"the sinks are key *columns*, j < num_sinks, visible to every later query (a condition on the query "
             f"index i changes nothing: those queries see their past anyway): {_SINK_RULE}.",
-            looks_like=_sink_is(_sinks(sinks=False)), when=lambda case: case.args["num_sinks"] > 0),
+            looks_like=_sink_is(_sinks(sinks=False)), when=lambda case: case.args["num_sinks"] > 0, fallback=True),
     Mistake("the sinks break causality: a query sees sink keys that come after it",
             "a sink is still a key in the past: the first queries (i < num_sinks) must not see the later sinks. "
             "Combine the sink columns with the causal condition `j <= i`.",
@@ -225,11 +252,22 @@ def check_sink_window_mask(fn: Callable[..., object]) -> CheckResult:
     the mistakes are :data:`SINK_MISTAKES`.
     """
     session = Session(SINKS)
-    shapes = [(8, 3, 2), (10, 2, 1), (7, 1, 0), (9, 2, 4), (6, 8, 1), (1, 1, 1)]
-    cases = [Case(f"seq_len={L}, window={w}, num_sinks={s}", {"seq_len": L, "window": w, "num_sinks": s},
-                  info={"seq_len": L}) for L, w, s in shapes]
-    failure = run_check(session, fn, cases, _sink_reference, ("mask",), SINK_MISTAKES)
+    cases = _sink_cases()
+    failure = run_check(session, fn, cases, _sink_reference, ("mask",), SINK_MISTAKES, steps=_sink_steps)
     if failure is not None:
         return done(failure)
     return done(passed(session, f"all {len(cases)} cases match (no sinks, more sinks than the window, window >= "
                                 "seq_len, a single token, and general cases)"))
+
+
+def _window_cases() -> list[Case]:
+    return [Case(f"seq_len={L}, window={w}", {"seq_len": L, "window": w}) for L, w in _CASES]
+
+
+def _sink_cases() -> list[Case]:
+    return [Case(f"seq_len={L}, window={w}, num_sinks={s}", {"seq_len": L, "window": w, "num_sinks": s},
+                 info={"seq_len": L}) for L, w, s in _SINK_SHAPES]
+
+
+#: The references written as named steps, with the cases they must equal the references on (tests/test_checks_steps.py).
+STEPPED = [(_window_cases, _reference, _steps), (_sink_cases, _sink_reference, _sink_steps)]

@@ -23,6 +23,7 @@ from ..encoder import Encoder, EncoderBlock
 from ..masks import padding_mask
 from ._framework import Case, Mistake, Session, done, passed, run_check
 from ._result import CheckResult, close
+from ._steps import step
 
 __all__ = ["check_pre_ln_encoder"]
 
@@ -309,6 +310,64 @@ def _expected(case: Case) -> Tensor:
         return case.info["module"](case.args["x"], case.kwargs.get("mask"))
 
 
+def _block_cases() -> list[Case]:
+    return [c for c in map(_framework_case, _cases()) if isinstance(c.info["module"], EncoderBlock)]
+
+
+def _stack_cases() -> list[Case]:
+    return [c for c in map(_framework_case, _cases()) if not isinstance(c.info["module"], EncoderBlock)]
+
+
+def _block_reference(x: Tensor, attention: nn.Module, ff: nn.Module, norm1: nn.Module, norm2: nn.Module,
+                     mask: Tensor | None = None) -> Tensor:
+    """The library's ``EncoderBlock(norm_first=True)`` made of these parts, on ``x``."""
+    with torch.random.fork_rng(devices=[]):
+        block = EncoderBlock(x.size(-1), attention.num_heads, ff.linear1.out_features, norm_first=True)
+    block.self_attn, block.ff, block.norm1, block.norm2 = attention, ff, norm1, norm2
+    with torch.no_grad():
+        return block.eval()(x, mask)
+
+
+def _stack_reference(x: Tensor, layers: nn.ModuleList, norm: nn.Module, mask: Tensor | None = None) -> Tensor:
+    """The library's ``Encoder(norm_first=True)`` made of these layers and final norm, on ``x``."""
+    block = layers[0]
+    with torch.random.fork_rng(devices=[]):
+        encoder = Encoder(len(layers), x.size(-1), block.self_attn.num_heads, block.ff.linear1.out_features,
+                          norm_first=True)
+    encoder.layers, encoder.norm = layers, norm
+    with torch.no_grad():
+        return encoder.eval()(x, mask)
+
+
+def _self_attention(h: Tensor, attention: nn.Module, mask: Tensor | None) -> Tensor:
+    return attention(h, h, h, mask)[0]
+
+
+def _block_steps(x: Tensor, attention: nn.Module, ff: nn.Module, norm1: nn.Module, norm2: nn.Module,
+                 mask: Tensor | None = None) -> Tensor:
+    """The pre-LN block step by step, ``x = x + sublayer(norm(x))`` twice (``_steps.py`` searches small changes
+    to each); equal to :func:`_block_reference`."""
+    with torch.no_grad():
+        axes = ("position", "feature")
+        h = step("norm1: normalise the attention's input", norm1, x, axes=axes)
+        a = step("self-attention of norm1(x)", _self_attention, h, attention, mask, axes=axes)
+        x = step("residual: x + attention", torch.add, x, a, axes=axes)
+        h = step("norm2: normalise the feed-forward's input", norm2, x, axes=axes)
+        f = step("feed-forward: linear1", ff.linear1, h, axes=axes)
+        f = step("feed-forward: ReLU", F.relu, f, axes=axes)
+        f = step("feed-forward: linear2", ff.linear2, f, axes=axes)
+        return step("residual: x + feed-forward", torch.add, x, f, axes=axes)
+
+
+def _stack_steps(x: Tensor, layers: nn.ModuleList, norm: nn.Module, mask: Tensor | None = None) -> Tensor:
+    """The pre-LN stack step by step: each layer a pre-LN block (its steps named as in :func:`_block_steps`),
+    then the final LayerNorm; equal to :func:`_stack_reference`."""
+    for layer in layers:
+        x = _block_steps(x, layer.self_attn, layer.ff, layer.norm1, layer.norm2, mask)
+    with torch.no_grad():
+        return step("the final LayerNorm, after the last layer", norm, x, axes=("position", "feature"))
+
+
 def _hints(label: str) -> list[tuple[str, ...]]:
     return [(r"unexpected keyword argument 'mask'", f"give {label} a `mask=None` parameter and pass it on (to the "
              "attention, or to each block).", f"{label} has no `mask` parameter"),
@@ -331,8 +390,9 @@ def check_pre_ln_encoder(pre_ln_block: Callable[..., object], pre_ln_encoder: Ca
     blocks = [c for c in cases if isinstance(c.info["module"], EncoderBlock)]
     stacks = [c for c in cases if not isinstance(c.info["module"], EncoderBlock)]
     with one_cpu_thread():
-        for label, fn, mine, mistakes in (("pre_ln_block", pre_ln_block, blocks, BLOCK_MISTAKES),
-                                          ("pre_ln_encoder", pre_ln_encoder, stacks, ENCODER_MISTAKES)):
+        for label, fn, mine, mistakes, stepped in (
+                ("pre_ln_block", pre_ln_block, blocks, BLOCK_MISTAKES, _block_steps),
+                ("pre_ln_encoder", pre_ln_encoder, stacks, ENCODER_MISTAKES, _stack_steps)):
             session = Session(f"{_NAME} [{label}]", _hints(label), copy_modules=True)
             if not callable(fn):
                 return done(session.fail(f"{label}: expected a function, got {type(fn).__name__}",
@@ -340,10 +400,14 @@ def check_pre_ln_encoder(pre_ln_block: Callable[..., object], pre_ln_encoder: Ca
                                          "`check_pre_ln_encoder(pre_ln_block, pre_ln_encoder)`."))
             with torch.no_grad():
                 failure = run_check(session, fn, mine, _expected, ("the output",), mistakes, tol=_TOL,
-                                    expected_of=_expected)
+                                    expected_of=_expected, steps=stepped)
             if failure is not None:
                 if failure.summary == "not implemented yet":
                     failure.summary = f"{label}: not implemented yet"
                 return done(failure)
     return done(passed(Session(_NAME), f"all {len(cases)} cases match EncoderBlock/Encoder(..., norm_first=True) "
                                        "(3 blocks, one with a padding mask; 2 stacks)"))
+
+
+#: The references written as named steps, with the cases each must equal its reference on (tests/test_checks_steps.py).
+STEPPED = [(_block_cases, _block_reference, _block_steps), (_stack_cases, _stack_reference, _stack_steps)]

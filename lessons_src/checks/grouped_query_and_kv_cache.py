@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,6 +21,8 @@ from ._result import (
     CheckResult,
     close,
 )
+from ._steps import SEARCH_SECONDS, step
+from ._steps import search as search_steps
 
 __all__ = ["check_expand_kv", "check_attend_with_cache"]
 
@@ -34,6 +37,16 @@ def _generator(seed: int) -> torch.Generator:
 def _expand(kv: Tensor, num_heads: int) -> Tensor:
     """The reference: (B, H_kv, L, d_k) -> (B, H, L, d_k), query head h gets KV head h // group."""
     return kv.repeat_interleave(num_heads // kv.size(1), dim=1)
+
+
+_HEADS = ("head", "position", "feature")
+
+
+def _expand_steps(kv: Tensor, num_heads: int) -> Tensor:
+    """:func:`_expand` step by step (``_steps.py`` searches small changes to each)."""
+    group = step("the group size: query heads per KV head, H // H_kv", operator.floordiv, num_heads, kv.size(1))
+    return step("repeat each KV head group times, next to itself, along the heads (dim 1)", torch.repeat_interleave,
+                kv, group, dim=1, axes=_HEADS)
 
 
 def _heads_used(result: Tensor, kv: Tensor) -> list[int | None]:
@@ -123,8 +136,12 @@ EXPAND_MISTAKES = [
             f"expansion only copies: each output head must equal one input KV head, unchanged. {_CONVENTION}.",
             looks_like=lambda case, got: isinstance(got, Tensor) and not got.dtype.is_complex
             and got.shape == _expand(case.args["kv"], case.args["num_heads"]).shape
-            and None in _heads_used(got.detach(), case.args["kv"])),
+            and None in _heads_used(got.detach(), case.args["kv"]), fallback=True),
 ]
+
+def _expand_framework_cases() -> list[Case]:
+    return [Case(c.description, {"kv": c.kv, "num_heads": c.num_heads}) for c in _expand_cases()]
+
 
 _VIEW_HINT = (r"view size is not compatible",
               "the tensor is not contiguous (it came from a transpose), so `.view` cannot reshape it: "
@@ -144,8 +161,8 @@ def check_expand_kv(fn: Callable[..., object]) -> CheckResult:
     Built on ``_framework.py``: the mistakes are the table :data:`EXPAND_MISTAKES`.
     """
     session = Session("check_expand_kv", [_VIEW_HINT])
-    cases = [Case(c.description, {"kv": c.kv, "num_heads": c.num_heads}) for c in _expand_cases()]
-    failure = run_check(session, fn, cases, _expand, ("expanded",), EXPAND_MISTAKES)
+    cases = _expand_framework_cases()
+    failure = run_check(session, fn, cases, _expand, ("expanded",), EXPAND_MISTAKES, steps=_expand_steps)
     if failure is not None:
         return done(failure)
     return done(passed(session, f"all {len(cases)} cases match the reference (groups of 4 and 2, multi-query, "
@@ -170,6 +187,23 @@ def _reference_step(step: _Step) -> tuple[Tensor, Tensor, Tensor]:
     num_heads = step.query.size(1)
     out, _ = scaled_dot_product_attention(step.query, _expand(key, num_heads), _expand(value, num_heads))
     return out, key, value
+
+
+def _step_steps(query: Tensor, key_cache: Tensor, value_cache: Tensor, key_new: Tensor,
+                value_new: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """:func:`_step_reference` step by step, in the chapter's words (``_steps.py`` searches small changes to each)."""
+    qk = ("query", "key")
+    key = step("append the new key to the cache, along the positions (dim 2)", torch.cat, [key_cache, key_new], dim=2)
+    value = step("append the new value to the cache, along the positions (dim 2)", torch.cat, [value_cache, value_new],
+                 dim=2)
+    group = step("the group size: query heads per KV head, H // H_kv", operator.floordiv, query.size(1), key.size(1))
+    keys = step("expand the keys to every query head (dim 1)", torch.repeat_interleave, key, group, dim=1, axes=_HEADS)
+    values = step("expand the values to every query head (dim 1)", torch.repeat_interleave, value, group, dim=1,
+                  axes=_HEADS)
+    scores = step("scores = query · keysᵀ", torch.matmul, query, keys.transpose(-2, -1), axes=qk)
+    scores = step("scale by √d_k", torch.div, scores, math.sqrt(query.size(-1)), axes=qk)
+    weights = step("softmax over the keys", torch.softmax, scores, dim=-1, axes=qk)
+    return step("weighted sum of the values", torch.matmul, weights, values, axes=qk), key, value
 
 
 def _step_fn(grouping: str = "interleave", scale: bool = True, prepend: bool = False, first_key_only: bool = False,
@@ -288,6 +322,24 @@ def _step(seed: int, B: int, num_heads: int, num_kv_heads: int, head_dim: int, p
                  rand(B, num_kv_heads, 1, head_dim), rand(B, num_kv_heads, 1, head_dim))
 
 
+def _searcher(session: Session, case: Case) -> Callable[[object, object], object]:
+    """The step search on one decoding step of the last case (no other case to compare with)."""
+    return lambda got, expected: search_steps(_step_steps, case, got, expected, 1e-5,
+                                              seconds=SEARCH_SECONDS * session.slowness)
+
+
+_CONFIGS = [  # (description, seed, B, H, H_kv, d, cached positions n)
+    ("B=2, H=4 query heads, H_kv=2, d_k=8, a cache of n=3 positions", 1, 2, 4, 2, 8, 3),
+    ("B=1, H=6, H_kv=3, d_k=4, an empty cache (n=0)", 2, 1, 6, 3, 4, 0),
+    ("B=2, H=4, H_kv=1 (multi-query), d_k=8, n=5", 3, 2, 4, 1, 8, 5),
+]
+
+
+def _step_cases() -> list[Case]:
+    return [_step_case(description, _step(seed, B, H, H_kv, d, past))
+            for description, seed, B, H, H_kv, d, past in _CONFIGS]
+
+
 def check_attend_with_cache(fn: Callable[..., object]) -> CheckResult:
     """Check ``fn(query, key_cache, value_cache, key_new, value_new) -> (output, key_cache, value_cache)``.
 
@@ -301,15 +353,9 @@ def check_attend_with_cache(fn: Callable[..., object]) -> CheckResult:
     """
     session = Session("check_attend_with_cache", _CACHE_HINTS)
     outputs = ("output", "key_cache", "value_cache")
-    configs = [  # (description, seed, B, H, H_kv, d, cached positions n)
-        ("B=2, H=4 query heads, H_kv=2, d_k=8, a cache of n=3 positions", 1, 2, 4, 2, 8, 3),
-        ("B=1, H=6, H_kv=3, d_k=4, an empty cache (n=0)", 2, 1, 6, 3, 4, 0),
-        ("B=2, H=4, H_kv=1 (multi-query), d_k=8, n=5", 3, 2, 4, 1, 8, 5),
-    ]
-    n = len(configs) + 1
-    cases = [_step_case(description, _step(seed, B, H, H_kv, d, past))
-             for description, seed, B, H, H_kv, d, past in configs]
-    failure = run_check(session, fn, cases, _step_reference, outputs, STEP_MISTAKES)
+    n = len(_CONFIGS) + 1
+    cases = _step_cases()
+    failure = run_check(session, fn, cases, _step_reference, outputs, STEP_MISTAKES, steps=_step_steps)
     if failure is not None:
         return done(failure)
 
@@ -330,7 +376,8 @@ def check_attend_with_cache(fn: Callable[..., object]) -> CheckResult:
                                        value[:, :, t : t + 1]))
         got, failure = session.call(where, fn, case.args)
         if failure is None:
-            failure = judge(session, where, case, got, _step_reference(**case.args), outputs, STEP_MISTAKES)
+            failure = judge(session, where, case, got, _step_reference(**case.args), outputs, STEP_MISTAKES,
+                            steps=_searcher(session, case))
         if failure is not None:
             return done(failure)
         output, key_cache, value_cache = (x.detach().to(torch.float32) for x in got)  # type: ignore[union-attr]
@@ -339,3 +386,7 @@ def check_attend_with_cache(fn: Callable[..., object]) -> CheckResult:
                                      "each step must equal row t of causal attention over the whole sequence."))
     return done(passed(session, f"all {n} cases match the reference (a cache of 3, an empty cache, multi-query, "
                                 f"and {L} steps equal to the full causal pass)"))
+
+
+#: The references written as named steps, with the cases they must equal the references on (tests/test_checks_steps.py).
+STEPPED = [(_expand_framework_cases, _expand, _expand_steps), (_step_cases, _step_reference, _step_steps)]

@@ -20,6 +20,7 @@ from torch import Tensor
 from ..language_model import induction_score
 from ._framework import Case, Mistake, Session, done, passed, run_check
 from ._result import CheckResult
+from ._steps import step
 
 __all__ = ["check_prefix_matching_score"]
 
@@ -55,6 +56,36 @@ def _score(weights: Tensor, keys: Tensor, counted: Tensor | None = None, reduce:
 
 def _reference(weights: Tensor, tokens: Tensor) -> Tensor:
     return _score(weights, _induction_keys(tokens))
+
+
+def _token_before(tokens: Tensor, shift: int = 1) -> Tensor:
+    """``before[b, k] = tokens[b, k - shift]``, -1 (no token) where ``k - shift`` is outside the sequence."""
+    before = torch.full_like(tokens, -1)
+    length = tokens.size(-1)
+    if shift >= 0:
+        before[:, shift:] = tokens[:, :max(length - shift, 0)]
+    else:
+        before[:, :shift] = tokens[:, -shift:]
+    return before
+
+
+def _steps(weights: Tensor, tokens: Tensor) -> Tensor:
+    """The chapter's score step by step (``_steps.py`` searches small changes to each); equal to :func:`_reference`."""
+    qk = ("query", "key")
+    position = torch.arange(tokens.size(1))
+    before = step("the token before each key, tokens[k - 1]", _token_before, tokens, shift=1, axes=("key",))
+    same = step("the token before key k equals the query's: tokens[k - 1] == tokens[i]", torch.eq,
+                tokens[:, :, None], before[:, None, :], axes=qk)
+    causal = step("keys up to the query: k <= i", torch.le, position[None, :], position[:, None], axes=qk)
+    keys = step("the induction keys: both conditions", torch.logical_and, same, causal, axes=qk)
+    on_keys = step("the weights on the induction keys", torch.mul, weights, keys[:, None], axes=qk)
+    per_query = step("each query's weight on its induction keys: a sum over the keys", torch.sum, on_keys, dim=-1,
+                     axes=qk)
+    counted = step("the queries with an induction key: any over the keys", torch.any, keys, dim=-1, axes=qk)
+    total = step("the sum over the queries of the batch", torch.sum, per_query, dim=(0, 2),
+                 axes=("sequence", "head", "query"))
+    return step("the mean: divided by the number of queries with an induction key", torch.div, total,
+                int(counted.sum()), axes=("head",))
 
 
 def _causal_weights(batch: int, heads: int, length: int, g: torch.Generator) -> Tensor:
@@ -210,9 +241,13 @@ def check_prefix_matching_score(fn: Callable[..., object]) -> CheckResult:
     session = Session(NAME)
     cases = _cases()
     # A score per head is a statistic: float64 is as good as float32 here.
-    failure = run_check(session, fn, cases, _reference, ("scores",), MISTAKES, same_dtype=False)
+    failure = run_check(session, fn, cases, _reference, ("scores",), MISTAKES, same_dtype=False, steps=_steps)
     if failure is not None:
         return done(failure)
     return done(passed(session, f"all {len(cases)} cases match the reference (planted prefix-matching, "
                                 "earlier-occurrence and previous-token heads; repeats back to back; a sequence "
                                 "without repeats; L = 9 to 20)"))
+
+
+#: The reference written as named steps, with the cases it must equal the reference on (tests/test_checks_steps.py).
+STEPPED = [(_cases, _reference, _steps)]

@@ -17,6 +17,7 @@ from torch import Tensor
 from ..language_model import next_token_probs
 from ._framework import Case, Mistake, Session, done, passed, run_check
 from ._result import CheckResult
+from ._steps import step
 
 __all__ = ["check_next_token_probs"]
 
@@ -57,6 +58,24 @@ def _log_sum_exp_form(logits: Tensor, temperature: float = 1.0, top_k: int | Non
         kth = torch.topk(scaled, min(top_k, scaled.size(-1)), dim=-1).values[..., -1:]
         scaled = scaled.masked_fill(scaled < kth, float("-inf"))
     return torch.exp(scaled - torch.logsumexp(scaled, dim=-1, keepdim=True))
+
+
+def _kth_largest(x: Tensor, k: int, dim: int = -1) -> Tensor:
+    """The ``k``-th largest entry of ``x`` along ``dim``, that dim kept (size 1) so that it broadcasts."""
+    return torch.topk(x, k, dim=dim).values.narrow(dim, k - 1, 1)
+
+
+def _steps(logits: Tensor, temperature: float = 1.0, top_k: int | None = None) -> Tensor:
+    """The chapter's formula step by step (``_steps.py`` searches small changes to each); equal to
+    :func:`lessons_src.next_token_probs`: scale, select, normalise."""
+    rows = ("distribution", "token")
+    scaled = step("scale: the logits divided by the temperature τ", torch.div, logits, temperature, axes=rows)
+    if top_k is not None:
+        kth = step("select: the k-th largest logit of each row", _kth_largest, scaled, k=min(top_k, scaled.size(-1)),
+                   dim=-1, axes=rows)
+        below = step("select: the logits below the k-th largest", torch.lt, scaled, kth, axes=rows)
+        scaled = step("select: those logits set to -inf", Tensor.masked_fill, scaled, below, float("-inf"), axes=rows)
+    return step("normalise: softmax over the vocabulary", torch.softmax, scaled, dim=-1, axes=rows)
 
 
 def _probs(times: bool = False, renormalise: bool = True, fill_zero: bool = False, extra: int = 0,
@@ -141,8 +160,13 @@ def check_next_token_probs(fn: Callable[..., object]) -> CheckResult:
     """
     session = Session(NAME, HINTS)
     cases = _cases()
-    failure = run_check(session, fn, cases, next_token_probs, ("probs",), MISTAKES, sound=(_log_sum_exp_form,))
+    failure = run_check(session, fn, cases, next_token_probs, ("probs",), MISTAKES, sound=(_log_sum_exp_form,),
+                        steps=_steps)
     if failure is not None:
         return done(failure)
     return done(passed(session, f"all {len(cases)} cases match the reference (temperatures 0.5 to 2, top-k with "
                                 "ties and larger than the vocabulary, a batch, logits in the hundreds, rows hundreds apart)"))
+
+
+#: The reference written as named steps, with the cases it must equal the reference on (tests/test_checks_steps.py).
+STEPPED = [(_cases, next_token_probs, _steps)]

@@ -28,6 +28,7 @@ from torch import Tensor
 from ..rotary import apply_rope, rope_frequencies
 from ._framework import Case, Mistake, Session, done, passed, run_check
 from ._result import CheckResult
+from ._steps import step
 
 __all__ = ["check_absorbed_scores"]
 
@@ -81,6 +82,23 @@ def _reference(query_nope: Tensor, query_rope: Tensor, latent: Tensor, rope_key:
     return _scores(query_nope, query_rope, latent, rope_key, w_uk)
 
 
+def _steps(query_nope: Tensor, query_rope: Tensor, latent: Tensor, rope_key: Tensor, w_uk: Tensor) -> Tensor:
+    """The chapter's absorbed scores step by step (``_steps.py`` searches small changes to each); equal to
+    :func:`_reference`."""
+    L_k, d_k, d_R = latent.size(1), query_nope.size(-1), query_rope.size(-1)
+    scores = ("head", "cached token")
+    absorbed = step("W_UK folded into each head's query: q_nope · W_UK[h]", torch.matmul, query_nope.unsqueeze(-2),
+                    w_uk).squeeze(-2)  # (B, H, 1, d_k) @ (H, d_k, d_c) -> (B, H, d_c)
+    content = step("the content part: the absorbed query against the latents", torch.matmul, absorbed,
+                   latent.transpose(-2, -1), axes=("head", "latent dim"))  # (B, H, L_k)
+    rotated = step("the query's rotary part rotated at the newest position, L_k - 1", _rotate, query_rope,
+                   position=L_k - 1, max_len=L_k + 1, axes=("head", "rotary dim"))
+    rope = step("the rotary part: the rotated query against the cached rotary keys", torch.matmul, rotated,
+                rope_key.transpose(-2, -1), axes=("head", "rotary dim"))  # (B, H, L_k)
+    total = step("the two parts added", torch.add, content, rope, axes=scores)
+    return step("scaled by 1/√(d_k + d_R)", torch.div, total, math.sqrt(d_k + d_R), axes=scores)
+
+
 def _slip(**slip: object) -> Callable[..., Tensor]:
     def absorbed_scores(query_nope: Tensor, query_rope: Tensor, latent: Tensor, rope_key: Tensor,
                         w_uk: Tensor) -> Tensor:
@@ -100,8 +118,8 @@ def _cases() -> list[Case]:
         args = {"query_nope": rand(B, H, d_k), "query_rope": 2 * rand(B, H, d_R), "latent": rand(B, L_k, d_c),
                 "rope_key": apply_rope(2 * rand(B, L_k, d_R), cos, sin), "w_uk": rand(H, d_k, d_c) / math.sqrt(d_k)}
         sizes = f"B={B}, H={H}, L_k={L_k}, d_k={d_k}, d_c={d_c}, d_R={d_R}"
-        return Case(f"{description} ({sizes})", args, info={"d_k": d_k, "d_R": d_R, "d_c": d_c, "L_k": L_k,
-                                                             "same": d_k == d_c})
+        info = {"(d_k + d_R)": d_k + d_R, "d_k": d_k, "d_R": d_R, "d_c": d_c, "L_k": L_k, "same": d_k == d_c}
+        return Case(f"{description} ({sizes})", args, info=info)
 
     return [
         case("one sequence, two heads", 1, 2, 5, 3, 6, 4),
@@ -159,8 +177,12 @@ def check_absorbed_scores(fn: Callable[..., object]) -> CheckResult:
     """
     session = Session(NAME, ERRORS)
     cases = _cases()
-    failure = run_check(session, fn, cases, _reference, ("scores",), MISTAKES)
+    failure = run_check(session, fn, cases, _reference, ("scores",), MISTAKES, steps=_steps)
     if failure is not None:
         return done(failure)
     return done(passed(session, f"all {len(cases)} cases match the scores against the projected-up keys (one head "
                                 "to four, a single cached token, d_k equal to d_c)"))
+
+
+#: The reference written as named steps, with the cases it must equal the reference on (tests/test_checks_steps.py).
+STEPPED = [(_cases, _reference, _steps)]

@@ -23,6 +23,8 @@ from torch import Tensor
 
 from ._framework import Case, Mistake, Session, as_number, done, judge, passed
 from ._result import CheckResult
+from ._steps import SEARCH_SECONDS, Found, search
+from ._steps import step as named_step  # `step` is the schedule's argument here
 
 __all__ = ["check_warmup_lr", "reference_warmup_lr", "MISTAKES"]
 
@@ -69,6 +71,45 @@ def _schedule(formula: Callable[[int, float, int], float], case: Case) -> Tensor
 
 def _reference_schedule(base_lr: float, warmup_steps: int, steps: Sequence[int]) -> Tensor:
     return torch.tensor([reference_warmup_lr(s, base_lr, warmup_steps) for s in steps], dtype=torch.float64)
+
+
+def _schedule_steps(base_lr: float, warmup_steps: int, steps: Sequence[int]) -> Tensor:
+    """The schedule step by step, over all ``steps`` at once (``_steps.py`` searches small changes to each);
+    equal to :func:`_reference_schedule`. Sizes are plain numbers, so a search may replace them."""
+    at = torch.tensor(steps, dtype=torch.float64)  # (S,)
+    n = named_step("the updates made so far: step + 1", torch.add, at, 1, axes=("step",))
+    warm = named_step("the warm-up: (step + 1) / warmup_steps", torch.div, n, warmup_steps, axes=("step",))
+    ratio = named_step("warmup_steps / (step + 1)", torch.div, torch.full_like(n, warmup_steps), n, axes=("step",))
+    decay = named_step("the decay: the square root of warmup_steps / (step + 1)", torch.sqrt, ratio, axes=("step",))
+    rate = named_step("the smaller of the warm-up and the decay", torch.minimum, warm, decay, axes=("step",))
+    return named_step("times base_lr", torch.mul, rate, base_lr, axes=("step",))
+
+
+def _stepped_cases() -> list[Case]:
+    """The schedules as cases of :func:`_schedule_steps` (the steps asked for among the arguments)."""
+    return [Case(s.description, {"base_lr": s.base_lr, "warmup_steps": s.warmup_steps, "steps": s.steps},
+                 info={"b": s.base_lr, "w": s.warmup_steps}) for s in _schedules()]
+
+
+def _searcher(session: Session, fn: Callable[..., object], number: int) -> Callable[[object, object], Found | None]:
+    """The step search on schedule ``number`` (1-based): the schedules before it passed; the learner's values on
+    the ones after it are computed only when a change needs comparing with them."""
+    cases = _stepped_cases()
+
+    def learner(case: Case) -> Callable[[], object]:
+        def values() -> object:
+            got = [as_number(session.call("the step search", fn, {"step": s, "base_lr": case.args["base_lr"],
+                                                                     "warmup_steps": case.args["warmup_steps"]})[0])
+                   for s in case.args["steps"]]
+            return None if any(v is None for v in got) else torch.tensor(got, dtype=torch.float64)
+        return values
+
+    def searched(got: object, expected: object) -> Found | None:
+        others = [(c, _reference_schedule(**c.args)) for c in cases[:number - 1]]
+        others += [(c, learner(c)) for c in cases[number:]]
+        return search(_schedule_steps, cases[number - 1], got, expected, 1e-7, others, SEARCH_SECONDS * session.slowness)
+
+    return searched
 
 
 # -- the known mistakes: predicates on one whole schedule ---------------------------------------------------
@@ -189,7 +230,7 @@ MISTAKES = [
             looks_like=_fits(lambda s, b, w: b * math.sqrt((s + 1) / w), "warm")),
     Mistake("the warm-up is wrong: at step {step} you give {got}, expected {expected}",
             "during the warm-up the rate rises linearly from base_lr / warmup_steps at step 0 to base_lr at step "
-            f"warmup_steps - 1: {_FORMULA}.", looks_like=_first_wrong("warm")),
+            f"warmup_steps - 1: {_FORMULA}.", looks_like=_first_wrong("warm"), fallback=True),
     # From here on the warm-up and its peak are right (the mistake above caught the rest).
     Mistake("the warm-up never ends: the learning rate keeps growing past base_lr",
             "take the smaller of the warm-up and the decay, min((step + 1) / warmup_steps, sqrt(warmup_steps / "
@@ -219,7 +260,7 @@ MISTAKES = [
             "after it (`step < warmup_steps`, not `<=`), or take the min of the two.", looks_like=_over_peak),
     Mistake("the decay is wrong: at step {step} you give {got}, expected {expected}",
             f"after the warm-up the rate is base_lr * sqrt(warmup_steps / (step + 1)); all together: {_FORMULA}.",
-            looks_like=_first_wrong("decay")),
+            looks_like=_first_wrong("decay"), fallback=True),
 ]
 
 
@@ -266,7 +307,8 @@ def check_warmup_lr(fn: Callable[[int, float, int], float]) -> CheckResult:
         where = f"case {number}/{len(schedules)}: {schedule.description}"
         got_schedule = torch.tensor(values, dtype=torch.float64)
         expected = _reference_schedule(schedule.base_lr, schedule.warmup_steps, schedule.steps)
-        failure = judge(session, where, case, got_schedule, expected, ("the learning rates",), MISTAKES, tol=1e-7)
+        failure = judge(session, where, case, got_schedule, expected, ("the learning rates",), MISTAKES, tol=1e-7,
+                        steps=_searcher(session, fn, number))
         if failure is not None:
             wrong = ~_close(got_schedule, expected)
             i = int(wrong.nonzero()[0])
@@ -279,3 +321,7 @@ def check_warmup_lr(fn: Callable[[int, float, int], float]) -> CheckResult:
     total = sum(len(s.steps) for s in schedules)
     return done(passed(session, f"all {total} learning rates in {len(schedules)} schedules match "
                                 "(short and long warm-ups, base_lr above 1, no warm-up)"))
+
+
+#: The reference written as named steps, with the cases it must equal the reference on (tests/test_checks_steps.py).
+STEPPED = [(_stepped_cases, _reference_schedule, _schedule_steps)]

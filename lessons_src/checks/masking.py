@@ -35,6 +35,7 @@ from ._framework import (
     shape_is,
 )
 from ._result import CheckResult
+from ._steps import step
 
 __all__ = ["check_masks", "check_document_causal_mask"]
 
@@ -53,6 +54,12 @@ _POLARITY_FIX = "in this course True means *may attend* (as in F.scaled_dot_prod
 def _causal_cases() -> list[Case]:
     # 5 first: on it every named diagonal mistake gives a different mask. 1 is the edge case.
     return [Case(f"seq_len={L}", {"seq_len": L}, info={"L": L}) for L in (5, 1, 8)]
+
+
+def _causal_steps(seq_len: int) -> Tensor:
+    """``make_causal_mask`` step by step (``_steps.py`` searches small changes to each); equal to ``causal_mask``."""
+    ones = step("a square of True, (L, L)", torch.ones, seq_len, seq_len, dtype=torch.bool)
+    return step("the causal triangle: key j <= query i (tril)", torch.tril, ones, diagonal=0, axes=("query", "key"))
 
 
 def _ones(seq_len: int) -> Tensor:
@@ -99,6 +106,13 @@ def _positions(lengths: Tensor, max_len: int) -> tuple[Tensor, Tensor]:
     return torch.arange(max_len)[None, :], lengths[:, None]  # (1, max_len), (B, 1)
 
 
+def _padding_steps(lengths: Tensor, max_len: int) -> Tensor:
+    """``make_padding_mask`` step by step; equal to ``padding_mask``."""
+    positions = step("the positions j = 0 .. max_len - 1", torch.arange, max_len)  # (max_len,)
+    column = step("the lengths as a column, (B, 1)", torch.unsqueeze, lengths, 1)
+    return step("a real token: position j < lengths[b]", torch.lt, positions, column, axes=("position",))
+
+
 PADDING_MISTAKES = [
     *mask_mistakes(padding_mask),
     Mistake("transposed: rows must be sentences and columns positions, (B, max_len)",
@@ -143,6 +157,13 @@ def _combine_cases() -> list[Case]:
 
 def _combined(padding: Tensor, causal: Tensor) -> Tensor:
     return padding[:, None, :] & causal  # (B, L, L)
+
+
+def _combine_steps(padding: Tensor, causal: Tensor) -> Tensor:
+    """``combine_masks`` step by step; equal to :func:`_combined`."""
+    keys = step("padding on the key axis, (B, 1, L)", torch.unsqueeze, padding, 1, axes=("sentence", "key"))
+    return step("a real key and causal: padding & causal", torch.logical_and, keys, causal,
+                axes=("sentence", "query", "key"))
 
 
 COMBINE_MISTAKES = [
@@ -199,18 +220,18 @@ def check_masks(
     learner's code (except under ``LESSONS_SRC_STRICT=1``, where a failure raises AssertionError).
     """
     functions = [
-        ("make_causal_mask", make_causal_mask, _causal_cases(), causal_mask, CAUSAL_MISTAKES),
-        ("make_padding_mask", make_padding_mask, _padding_cases(), padding_mask, PADDING_MISTAKES),
-        ("combine_masks", combine_masks, _combine_cases(), _combined, COMBINE_MISTAKES),
+        ("make_causal_mask", make_causal_mask, _causal_cases(), causal_mask, CAUSAL_MISTAKES, _causal_steps),
+        ("make_padding_mask", make_padding_mask, _padding_cases(), padding_mask, PADDING_MISTAKES, _padding_steps),
+        ("combine_masks", combine_masks, _combine_cases(), _combined, COMBINE_MISTAKES, _combine_steps),
     ]
     counts = []
-    for number, (label, fn, cases, reference, mistakes) in enumerate(functions):
+    for number, (label, fn, cases, reference, mistakes, stepped) in enumerate(functions):
         session = Session(f"{CHECK} ({label})")
         if not callable(fn):
             return done(session.fail(f"expected a function, got {type(fn).__name__}",
                                      "pass the three functions themselves, without calling them: "
                                      "`check_masks(make_causal_mask, make_padding_mask, combine_masks)`."))
-        failure = run_check(session, fn, cases, reference, ("mask",), mistakes)
+        failure = run_check(session, fn, cases, reference, ("mask",), mistakes, steps=stepped)
         if failure is not None:
             done_before = [name for name, *_ in functions[:number]]
             if done_before:
@@ -233,6 +254,17 @@ DOCUMENTS = "check_document_causal_mask"
 def _document_reference(doc_ids: Tensor) -> Tensor:
     same = doc_ids[:, :, None] == doc_ids[:, None, :]  # (B, L, L): query i's document is key j's
     return same & causal_mask(doc_ids.size(-1), device=doc_ids.device)
+
+
+def _document_steps(doc_ids: Tensor) -> Tensor:
+    """``document_causal_mask`` step by step: two conditions, combined; equal to :func:`_document_reference`."""
+    same = step("same document: doc id of query i == doc id of key j", torch.eq, doc_ids[:, :, None],
+                doc_ids[:, None, :], axes=("row", "query", "key"))
+    L = doc_ids.size(-1)
+    ones = step("a square of True, (L, L)", torch.ones, L, L, dtype=torch.bool)
+    causal = step("the causal triangle: key j <= query i (tril)", torch.tril, ones, diagonal=0, axes=("query", "key"))
+    return step("both conditions: same document & causal", torch.logical_and, same, causal,
+                axes=("row", "query", "key"))
 
 
 def _document_cases() -> list[Case]:
@@ -270,7 +302,7 @@ DOCUMENT_MISTAKES = [
             looks_like=pattern_is(lambda doc_ids: ~_document_reference(doc_ids))),
     Mistake("the documents leak into each other: this is the plain causal mask",
             f"a token must not see an earlier document packed into the same row: {_DOC_RULE}.",
-            looks_like=pattern_is(_doc_variant(same=False))),
+            looks_like=pattern_is(_doc_variant(same=False)), fallback=True),
     Mistake("the mask is not causal: a token sees the later tokens of its own document",
             f"packing does not change causality: {_DOC_RULE}. Combine the same-document test with `j <= i` (`&`).",
             looks_like=pattern_is(_doc_variant(causal=False))),
@@ -278,7 +310,8 @@ DOCUMENT_MISTAKES = [
             f"{_DOC_RULE}: `j <= i`, not `j < i`.", looks_like=pattern_is(_doc_variant(diagonal=False))),
     Mistake("the mask is transposed: rows are keys and columns queries",
             "rows are queries i, columns keys j: compare `doc_ids[:, :, None]` (query) with `doc_ids[:, None, :]` "
-            "(key), and keep the lower triangle.", looks_like=pattern_is(_doc_variant(transposed=True))),
+            "(key), and keep the lower triangle.", looks_like=pattern_is(_doc_variant(transposed=True)),
+            fallback=True),
     Mistake("every row of the batch gets the first row's mask",
             "each row packs its own documents: compare doc ids within each row, keeping the batch dim "
             "(`doc_ids[:, :, None] == doc_ids[:, None, :]`, shape (B, L, L)).",
@@ -300,8 +333,14 @@ def check_document_causal_mask(fn: Callable[..., object]) -> CheckResult:
     """
     session = Session(DOCUMENTS)
     cases = _document_cases()
-    failure = run_check(session, fn, cases, _document_reference, ("mask",), DOCUMENT_MISTAKES)
+    failure = run_check(session, fn, cases, _document_reference, ("mask",), DOCUMENT_MISTAKES,
+                        steps=_document_steps)
     if failure is not None:
         return done(failure)
     return done(passed(session, f"all {len(cases)} cases match (several rows, one-token documents, one document per "
                                 "row, a single token)"))
+
+
+#: The references written as named steps, with the cases each must equal its reference on (tests/test_checks_steps.py).
+STEPPED = [(_causal_cases, causal_mask, _causal_steps), (_padding_cases, padding_mask, _padding_steps),
+           (_combine_cases, _combined, _combine_steps), (_document_cases, _document_reference, _document_steps)]

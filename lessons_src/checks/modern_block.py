@@ -23,6 +23,7 @@ from torch import Tensor
 
 from ._framework import Case, Mistake, Session, done, passed, run_check
 from ._result import CheckResult
+from ._steps import step
 
 __all__ = ["check_rms_norm", "check_swiglu"]
 
@@ -31,6 +32,18 @@ NAME = "check_rms_norm"
 
 def _reference(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight
+
+
+def _steps(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+    """The chapter's formula step by step (``_steps.py`` searches small changes to each); equal to :func:`_reference`."""
+    rows = ("vector", "feature")
+    squares = step("the squares x²", torch.square, x, axes=rows)
+    mean_square = step("the mean of the squares over the features", torch.mean, squares, dim=-1, keepdim=True,
+                       axes=rows)
+    mean_square = step("eps added to the mean square, under the root", torch.add, mean_square, eps, axes=rows)
+    rms = step("the root mean square √(mean(x²) + eps)", torch.sqrt, mean_square, axes=rows)
+    normalised = step("x divided by its root mean square", torch.div, x, rms, axes=rows)
+    return step("times the gain weight", torch.mul, normalised, weight, axes=rows)
 
 
 def _cases() -> list[Case]:
@@ -99,7 +112,7 @@ def check_rms_norm(fn: Callable[..., object]) -> CheckResult:
     """
     session = Session(NAME)
     cases = _cases()
-    failure = run_check(session, fn, cases, _reference, ("output",), MISTAKES)
+    failure = run_check(session, fn, cases, _reference, ("output",), MISTAKES, steps=_steps)
     if failure is not None:
         return done(failure)
     return done(passed(session, f"all {len(cases)} cases match torch.nn.RMSNorm's formula (one vector, rows, "
@@ -113,6 +126,16 @@ SWIGLU = "check_swiglu"
 
 def _swiglu_reference(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor) -> Tensor:
     return F.linear(F.silu(F.linear(x, w_gate)) * F.linear(x, w_up), w_down)
+
+
+def _swiglu_steps(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor) -> Tensor:
+    """The chapter's formula step by step (``_steps.py`` searches small changes to each); equal to
+    :func:`_swiglu_reference`. The weights are ``(out, in)``, so each projection multiplies by a transpose."""
+    gate = step("the gate branch x · W_gateᵀ", torch.matmul, x, w_gate.transpose(-2, -1))
+    up = step("the up branch x · W_upᵀ", torch.matmul, x, w_up.transpose(-2, -1))
+    activated = step("SiLU on the gate branch", F.silu, gate, axes=("hidden unit",))
+    hidden = step("the gated hidden vector silu(gate) ⊙ up", torch.mul, activated, up, axes=("hidden unit",))
+    return step("the down projection · W_downᵀ", torch.matmul, hidden, w_down.transpose(-2, -1))
 
 
 def _swiglu_cases() -> list[Case]:
@@ -218,8 +241,13 @@ def check_swiglu(fn: Callable[..., object]) -> CheckResult:
     """
     session = Session(SWIGLU, _SWIGLU_HINTS)
     cases = _swiglu_cases()
-    failure = run_check(session, fn, cases, _swiglu_reference, ("output",), SWIGLU_MISTAKES)
+    failure = run_check(session, fn, cases, _swiglu_reference, ("output",), SWIGLU_MISTAKES,
+                        steps=_swiglu_steps)
     if failure is not None:
         return done(failure)
     return done(passed(session, f"all {len(cases)} cases match SwiGLU, down(silu(gate) * up), with the checkpoint's "
                                 "(out, in) weights (one vector, sequences, a wider block)"))
+
+
+#: The references written as named steps, with the cases they must equal the references on (tests/test_checks_steps.py).
+STEPPED = [(_cases, _reference, _steps), (_swiglu_cases, _swiglu_reference, _swiglu_steps)]

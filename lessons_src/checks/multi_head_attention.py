@@ -28,6 +28,7 @@ from ..masks import causal_mask, padding_mask
 from ..multihead import MultiHeadAttention, split_heads
 from ._framework import Case, Mistake, Session, done, passed, run_check, shape_is
 from ._result import CheckResult
+from ._steps import step
 
 __all__ = ["check_head_contributions"]
 
@@ -55,7 +56,7 @@ def _cases() -> list[Case]:
         return Case(f"B={B}, L={L}, d_model={D}, num_heads={H} (d_k={D // H}), {description}",
                     {"x": torch.randn(B, L, D, generator=g), "attention": layer},
                     {} if mask is None else {"mask": mask},
-                    {"B": B, "L": L, "D": D, "H": H, "d_k": D // H, "H_minus_1": H - 1})
+                    {"L": L, "d_k": D // H, "D": D, "H": H, "B": B, "H_minus_1": H - 1})
 
     # d_k differs from case to case (4, 5, 9, 8, 2) and L != H everywhere, so no size written in the
     # code passes, and a head axis in the wrong place shows in the shape. sqrt(d_k) and sqrt(D)
@@ -78,6 +79,35 @@ def _reference(x: Tensor, attention: MultiHeadAttention, mask: Tensor | None = N
         D, d_k = x.size(-1), q.size(-1)
         blocks = attention.w_o.weight.view(D, H, d_k)  # (out, H, d_k): columns h*d_k.. read head h
         return torch.einsum("bhld,ohd->bhlo", heads, blocks)  # (B, H, L, D)
+
+
+def _projected(x: Tensor, layer: torch.nn.Linear, what: str, W: str, H: int) -> Tensor:
+    """The {queries, keys, values} of one projection, split into heads: ``x W_ᵀ + b`` then ``(B, H, L, d_k)``."""
+    t = step(f"{what} = x {W}ᵀ", torch.matmul, x, layer.weight.T, axes=("position", "feature"))
+    if layer.bias is not None:
+        t = step(f"{what}: add the bias of {W}", torch.add, t, layer.bias, axes=("position", "feature"))
+    return step(f"split the {what} into heads", split_heads, t, H, axes=("position", "feature"))
+
+
+def _steps(x: Tensor, attention: MultiHeadAttention, mask: Tensor | None = None) -> Tensor:
+    """The chapter's multi-head attention step by step, up to each head's block of W_O (``_steps.py`` searches
+    small changes to each); equal to :func:`_reference`."""
+    with torch.no_grad():
+        H, D = attention.num_heads, x.size(-1)
+        q = _projected(x, attention.w_q, "queries", "W_Q", H)  # (B, H, L, d_k)
+        k = _projected(x, attention.w_k, "keys", "W_K", H)
+        v = _projected(x, attention.w_v, "values", "W_V", H)
+        qk = ("query", "key")
+        scores = step("scores = query · keyᵀ, per head", torch.matmul, q, k.transpose(-2, -1), axes=("query", "d_k"))
+        scores = step("scale by √d_k", torch.div, scores, math.sqrt(q.size(-1)), axes=qk)
+        if mask is not None:
+            scores = step("mask: -inf where a key is not allowed", Tensor.masked_fill, scores, ~mask, float("-inf"),
+                          axes=qk)
+        weights = step("softmax over the keys", torch.softmax, scores, dim=-1, axes=qk)
+        heads = step("each head's weighted sum of the values", torch.matmul, weights, v, axes=qk)  # (B, H, L, d_k)
+        blocks = attention.w_o.weight.view(D, H, -1).permute(1, 2, 0)  # (H, d_k, D): head h's columns of W_O, ᵀ
+        return step("each head times its block of W_O's columns", torch.matmul, heads, blocks,
+                    axes=("query", "d_k"))  # (B, H, L, D)
 
 
 # -- known mistakes: each a wrong implementation with the learner's signature, or a predicate --------
@@ -216,8 +246,12 @@ def check_head_contributions(fn: Callable[..., object]) -> CheckResult:
     """
     session = Session(NAME, HINTS, copy_modules=True)
     cases = _cases()
-    failure = run_check(session, fn, cases, _reference, ("contributions",), MISTAKES)
+    failure = run_check(session, fn, cases, _reference, ("contributions",), MISTAKES, steps=_steps)
     if failure is not None:
         return done(failure)
     return done(passed(session, f"all {len(cases)} cases match (1 to 8 heads; padding and causal masks; a module "
                                 "without biases): the heads' contributions sum to the output, less w_o's bias"))
+
+
+#: The reference written as named steps, with the cases it must equal the reference on (tests/test_checks_steps.py).
+STEPPED = [(_cases, _reference, _steps)]

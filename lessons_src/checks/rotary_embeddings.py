@@ -26,6 +26,8 @@ from ..device import one_cpu_thread
 from ..rotary import apply_rope, rope_frequencies
 from ._framework import Case, Mistake, Session, attention_variants, done, judge, passed, run_check
 from ._result import CheckResult
+from ._steps import SEARCH_SECONDS, step
+from ._steps import search as search_steps
 
 __all__ = ["check_apply_rope", "check_rotary_decode_step"]
 
@@ -63,6 +65,34 @@ def _cases() -> list[_Case]:
 def _reference(x: Tensor, positions: Tensor, base: float = 10000.0) -> Tensor:
     cos, sin = rope_frequencies(x.size(-1), int(positions.max()) + 1, base=base)
     return apply_rope(x, cos, sin, positions=positions)
+
+
+_PAIRS = ("position", "pair")
+
+
+def _steps(x: Tensor, positions: Tensor, base: float = 10000.0) -> Tensor:
+    """The chapter's rotation step by step (``_steps.py`` searches small changes to each); equal to
+    :func:`_reference`."""
+    d_k = x.size(-1)
+    two_p = step("2p for pair p = 0 .. d_k/2 - 1", torch.mul, torch.arange(d_k // 2, dtype=torch.float64), 2,
+                 axes=("pair",))
+    ratio = step("the exponent's 2p / d_k", torch.div, two_p, d_k, axes=("pair",))
+    theta = step("frequency θ_p = base^(-2p/d_k)", torch.pow, base, torch.neg(ratio), axes=("pair",))
+    angles = step("angle i·θ_p: each position times each frequency", torch.mul, positions.to(torch.float64)[:, None],
+                  theta, axes=_PAIRS)
+    dtype = torch.promote_types(x.dtype, torch.float32)
+    cos = step("cos of the angles", torch.cos, angles, axes=_PAIRS).to(dtype)
+    sin = step("sin of the angles", torch.sin, angles, axes=_PAIRS).to(dtype)
+    even, odd = x[..., 0::2].to(dtype), x[..., 1::2].to(dtype)  # x_2p, x_2p+1
+    first = step("x'_2p = x_2p cos - x_2p+1 sin", torch.sub, torch.mul(even, cos), torch.mul(odd, sin), axes=_PAIRS)
+    second = step("x'_2p+1 = x_2p sin + x_2p+1 cos", torch.add, torch.mul(even, sin), torch.mul(odd, cos), axes=_PAIRS)
+    rotated = step("interleave the pairs back: pair p at 2p, 2p+1", torch.stack, (first, second), dim=-1)
+    return rotated.flatten(-2).to(x.dtype)
+
+
+def _sizes(x: Tensor) -> dict[str, int]:
+    """x's sizes by name, (B, H, L, d_k) from the right: sizes a wrong divisor may be taken from."""
+    return dict(zip(("B", "H", "L", "d_k")[-x.dim():], x.shape, strict=True))
 
 
 # -- known mistakes ------------------------------------------------------------------------------
@@ -192,12 +222,12 @@ MISTAKES = [
     Mistake("the norms are not preserved: the pairs (x_2p, x_2p+1) change length",
             "a rotation keeps lengths; check both lines: x'_2p = x_2p cos - x_2p+1 sin, "
             "x'_2p+1 = x_2p sin + x_2p+1 cos (each uses both coordinates, with cos² + sin² = 1).",
-            looks_like=_lengths_changed),
+            looks_like=_lengths_changed, fallback=True),
     Mistake("{how}; pair lengths are preserved", "the angles are in radians: angles = positions[:, None] * base ** (-torch.arange(0, d_k, 2) "
             "/ d_k), with no conversion and no other factor.", looks_like=lambda case, got: _angle_factor(case, got)),
     Mistake("the output differs from the reference (pair lengths are preserved, so the angles are wrong)",
             "compute angles = positions[:, None] * base ** (-torch.arange(0, d_k, 2) / d_k), shape (L, d_k/2), "
-            "in float64, and rotate pair p by angles[:, p].", looks_like=_angles_wrong),
+            "in float64, and rotate pair p by angles[:, p].", looks_like=_angles_wrong, fallback=True),
 ]
 
 
@@ -208,6 +238,15 @@ def _pair_norms(t: Tensor) -> Tensor:
 # -- the check -----------------------------------------------------------------------------------
 
 
+def _rope_cases() -> list[Case]:
+    """The framework's cases; ``info`` holds the base and x's sizes by name."""
+    cases = []
+    for c in _cases():
+        args = {"x": c.x, "positions": c.positions} | ({} if c.base is None else {"base": c.base})
+        cases.append(Case(c.description, args, info={"base": 10000.0 if c.base is None else c.base, **_sizes(c.x)}))
+    return cases
+
+
 def check_apply_rope(fn: Callable[..., object]) -> CheckResult:
     """Check exercise 11: ``fn(x, positions, base=10000.0)`` rotates the interleaved pairs of
     ``x (..., L, d_k)`` like ``lessons_src.apply_rope``, on five cases (batched heads, offset and
@@ -215,12 +254,10 @@ def check_apply_rope(fn: Callable[..., object]) -> CheckResult:
     ``_framework.py``: the mistakes are the table :data:`MISTAKES`.
     """
     session = Session(_NAME)
-    cases = []
-    for c in _cases():
-        args = {"x": c.x, "positions": c.positions} | ({} if c.base is None else {"base": c.base})
-        cases.append(Case(c.description, args, info={"base": 10000.0 if c.base is None else c.base}))
+    cases = _rope_cases()
     with one_cpu_thread():
-        failure = run_check(session, fn, cases, _reference, ("the output",), MISTAKES, tol=_TOL, same_dtype=True)
+        failure = run_check(session, fn, cases, _reference, ("the output",), MISTAKES, tol=_TOL, same_dtype=True,
+                            steps=_steps)
     if failure is not None:
         return done(failure)
     return done(passed(session, f"all {len(cases)} cases match lessons_src.apply_rope (batched heads, offset and "
@@ -267,6 +304,23 @@ def _decode(position: Callable[[int], int] = lambda t: t, rotate_q: bool = True,
 
 
 _decode_reference = _decode()
+
+
+def _decode_steps(q: Tensor, k: Tensor, v: Tensor, key_cache: Tensor, value_cache: Tensor, cos: Tensor,
+                  sin: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The decoding step in the chapter's words (``_steps.py`` searches small changes to each); equal to
+    :data:`_decode_reference`."""
+    qk = ("query", "key")
+    n = step("n = key_cache.size(-2), the number of cached tokens", Tensor.size, key_cache, dim=-2,
+             axes=("head", "position", "feature"))
+    q_rot = step("rotate q to position n", apply_rope, q, cos, sin, positions=n, axes=("position", "feature"))
+    k_rot = step("rotate k to position n", apply_rope, k, cos, sin, positions=n, axes=("position", "feature"))
+    keys = step("append the rotated key to the key cache (dim -2)", torch.cat, [key_cache, k_rot], dim=-2)
+    values = step("append the value, not rotated, to the value cache (dim -2)", torch.cat, [value_cache, v], dim=-2)
+    scores = step("scores = q · keysᵀ", torch.matmul, q_rot, keys.transpose(-2, -1), axes=qk)
+    scores = step("scale by √d_k", torch.div, scores, math.sqrt(q.size(-1)), axes=qk)
+    weights = step("softmax over the keys", torch.softmax, scores, dim=-1, axes=qk)
+    return step("weighted sum of the values", torch.matmul, weights, values, axes=qk), keys, values
 
 
 def _decode_qkv(q: Tensor, k: Tensor, v: Tensor, key_cache: Tensor, value_cache: Tensor, cos: Tensor,
@@ -359,7 +413,7 @@ def check_rotary_decode_step(fn: Callable[..., object]) -> CheckResult:
     cases = _decode_cases()
     with one_cpu_thread():
         failure = run_check(session, fn, cases, _decode_reference, ("output", "key_cache", "value_cache"),
-                            DECODE_MISTAKES, tol=_TOL, same_dtype=True)
+                            DECODE_MISTAKES, tol=_TOL, same_dtype=True, steps=_decode_steps)
         if failure is not None:
             return done(failure)
         # A whole sequence, decoded with the learner's own caches from one step to the next.
@@ -377,7 +431,10 @@ def check_rotary_decode_step(fn: Callable[..., object]) -> CheckResult:
             if failure is None:
                 case = Case(where, args, info={"n": i})
                 failure = judge(session, where, case, got, _decode_reference(**args),
-                                ("output", "key_cache", "value_cache"), DECODE_MISTAKES, tol=_TOL, same_dtype=True)
+                                ("output", "key_cache", "value_cache"), DECODE_MISTAKES, tol=_TOL, same_dtype=True,
+                                steps=lambda got, expected, case=case: search_steps(
+                                    _decode_steps, case, got, expected, _TOL,
+                                    seconds=SEARCH_SECONDS * session.slowness))
             if failure is None and not torch.allclose(got[0], full[:, :, i:i + 1], rtol=_TOL, atol=_TOL):
                 failure = session.fail(f"step {i + 1} differs from full causal attention over the sequence ({where})",
                                        "each step must give the row of the full pass: rotate to the new token's "
@@ -387,3 +444,7 @@ def check_rotary_decode_step(fn: Callable[..., object]) -> CheckResult:
             _, key_cache, value_cache = got
     return done(passed(session, f"all {len(cases)} steps match (n = 0 to 9, float64), and {length} tokens decoded "
                                 "one by one equal full causal rotary attention"))
+
+
+#: The references written as named steps, with the cases they must equal the references on (tests/test_checks_steps.py).
+STEPPED = [(_rope_cases, _reference, _steps), (_decode_cases, _decode_reference, _decode_steps)]

@@ -22,6 +22,7 @@ from torch import Tensor
 
 from ._framework import Case, Mistake, Session, done, global_max_softmax, passed, run_check
 from ._result import CheckResult
+from ._steps import step
 
 __all__ = ["check_attention_weights"]
 
@@ -48,6 +49,23 @@ def _reference_weights(query: Tensor, key: Tensor, temperature: float | None = N
         temperature = math.sqrt(query.size(-1))
     scores = query @ key.transpose(-2, -1) / temperature  # (..., Lq, Lk)
     return torch.softmax(scores, dim=-1)  # (..., Lq, Lk)
+
+
+def _steps(query: Tensor, key: Tensor, temperature: float | None = None) -> Tensor:
+    """The exercise's formula step by step (``_steps.py`` searches small changes to each); equal to
+    :func:`_reference_weights`. The temperature is a plain number, so a search may replace it by a size; the
+    softmax is the stable one (each query's largest score subtracted), so that its own steps can be named."""
+    qk = ("query", "key")
+    scores = step("scores = query · keyᵀ", torch.matmul, query, key.transpose(-2, -1), axes=qk)
+    tau = math.sqrt(query.size(-1)) if temperature is None else temperature
+    scores = step("divide the scores by the temperature τ (√d_k when None)", torch.div, scores, tau, axes=qk)
+    # The softmax over the keys, written as the exercise asks for it: finite at any temperature.
+    largest = step("each query's largest score: max over the keys", torch.amax, scores, dim=-1, keepdim=True,
+                   axes=qk)
+    shifted = step("subtract each query's largest score", torch.sub, scores, largest, axes=qk)
+    exps = step("exponentials exp(score - largest)", torch.exp, shifted, axes=qk)
+    total = step("their sum over the keys", torch.sum, exps, dim=-1, keepdim=True, axes=qk)
+    return step("softmax: divide by the sum", torch.div, exps, total, axes=qk)
 
 
 def _scores_of(case: Case) -> Tensor:
@@ -248,8 +266,12 @@ def check_attention_weights(fn: Callable[..., object]) -> CheckResult:
     """
     session = Session(CHECK, HINTS)
     cases = _cases()
-    failure = run_check(session, fn, cases, _reference_weights, ("weights",), MISTAKES)
+    failure = run_check(session, fn, cases, _reference_weights, ("weights",), MISTAKES, steps=_steps)
     if failure is not None:
         return done(failure)
     return done(passed(session, f"all {len(cases)} cases match the reference (d_k = 12, 20, 64, 10, 16, 14; "
                                 "temperatures sqrt(d_k), 2.0 and 0.05; rows whose scores are hundreds apart)"))
+
+
+#: The reference written as named steps, with the cases it must equal the reference on (tests/test_checks_steps.py).
+STEPPED = [(_cases, _reference_weights, _steps)]

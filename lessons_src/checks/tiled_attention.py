@@ -20,6 +20,7 @@ from torch import Tensor
 from ..tiled import online_softmax_update
 from ._framework import Case, Mistake, Session, done, passed, run_check
 from ._result import CheckResult
+from ._steps import step
 
 __all__ = ["check_online_softmax_update"]
 
@@ -69,6 +70,32 @@ def _cases() -> list[Case]:
         case("scores near 90, where exp() overflows float32 unless the maximum is subtracted, d_v=5",
              _state(big_old, rand(3, 5)), big_new, rand(5, 5)),
     ]
+
+
+def _steps(running_max: Tensor, running_sum: Tensor, output: Tensor, scores: Tensor,
+           value: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The chapter's update step by step (``_steps.py`` searches small changes to each); equal to
+    :func:`lessons_src.online_softmax_update`."""
+    qk = ("query", "key")
+    # The (..., Lq) quantities as (..., Lq, 1) columns are copies, not views (the search reads a view as its base).
+    block_max = step("the block's maximum over its keys", torch.amax, scores, dim=-1, axes=qk)
+    new_max = step("m_new = the larger of m_old and the block's maximum", torch.maximum, running_max, block_max,
+                   axes=("query",))
+    nothing_seen = step("the rows that have seen nothing yet (m_new = -inf)", torch.isinf, new_max, axes=("query",))
+    shift = step("subtract 0 instead of -inf on those rows", torch.where, nothing_seen, 0.0, new_max)
+    exponent = step("m_old - m_new", torch.sub, running_max, shift, axes=("query",))
+    rescale = step("the factor for the old terms, exp(m_old - m_new)", torch.exp, exponent, axes=("query",))
+    shifted = step("the block's scores minus m_new", torch.sub, scores, shift.unsqueeze(-1).clone(), axes=qk)
+    p = step("the block's terms exp(s - m_new)", torch.exp, shifted, axes=qk)
+    old_sum = step("rescale the old sum", torch.mul, running_sum, rescale, axes=("query",))
+    new_sum = step("new sum = rescaled old sum + the block's terms summed over its keys", torch.add, old_sum,
+                   step("the block's terms summed over its keys", torch.sum, p, dim=-1, axes=qk), axes=("query",))
+    old_output = step("rescale the old output", torch.mul, output, rescale.unsqueeze(-1).clone(),
+                      axes=("query", "feature"))
+    block_output = step("the block's terms times its values", torch.matmul, p, value, axes=qk)
+    new_output = step("new output = rescaled old output + the block's", torch.add, old_output, block_output,
+                      axes=("query", "feature"))
+    return new_max, new_sum, new_output
 
 
 # -- known mistakes: wrong updates with the learner's signature --------------------------------------
@@ -181,8 +208,13 @@ def check_online_softmax_update(fn: Callable[..., object]) -> CheckResult:
     """
     session = Session(NAME, HINTS)
     cases = _cases()
-    failure = run_check(session, fn, cases, online_softmax_update, ("running_max", "running_sum", "output"), MISTAKES)
+    failure = run_check(session, fn, cases, online_softmax_update, ("running_max", "running_sum", "output"), MISTAKES,
+                        steps=_steps)
     if failure is not None:
         return done(failure)
     return done(passed(session, f"all {len(cases)} cases match the reference (a first block, a rising maximum on "
                                 "some rows, a batch with batched values, masked keys and a row that has seen none, scores near 90)"))
+
+
+#: The reference written as named steps, with the cases it must equal the reference on (tests/test_checks_steps.py).
+STEPPED = [(_cases, online_softmax_update, _steps)]

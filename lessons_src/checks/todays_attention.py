@@ -20,6 +20,7 @@ from torch import Tensor
 from ..llm import softmax_with_sink
 from ._framework import Case, Mistake, Session, done, passed, run_check
 from ._result import CheckResult
+from ._steps import step
 
 __all__ = ["check_softmax_with_sink"]
 
@@ -28,6 +29,22 @@ NAME = "check_softmax_with_sink"
 
 def _reference(scores: Tensor, sinks: Tensor) -> Tensor:
     return softmax_with_sink(scores, sinks)
+
+
+def _steps(scores: Tensor, sinks: Tensor) -> Tensor:
+    """The chapter's formula ``e^{s_ij} / (e^{z_h} + Σ_j' e^{s_ij'})`` step by step, stabilised by the row's
+    maximum over the scores and the sink (``_steps.py`` searches small changes to each); equal to :func:`_reference`."""
+    qk = ("query", "key")
+    sink = step("one sink per head, lined up with the scores' heads: (1, H, 1, 1)", torch.reshape,
+                sinks.to(scores.dtype), (1, -1, 1, 1))
+    row_max = step("the row's largest score", torch.amax, scores, dim=-1, keepdim=True, axes=qk)
+    m = step("the shift m: the larger of the row's largest score and the sink", torch.maximum, row_max, sink)
+    exps = step("the scores' exponentials e^(s_ij - m)", torch.exp, step("the scores shifted by m", torch.sub, scores, m,
+                                                                          axes=qk), axes=qk)
+    sink_exp = step("the sink's exponential e^(z_h - m)", torch.exp, step("the sink shifted by m", torch.sub, sink, m))
+    total = step("the sum of the exponentials over the keys", torch.sum, exps, dim=-1, keepdim=True, axes=qk)
+    denominator = step("the denominator: the sink's exponential plus that sum", torch.add, total, sink_exp)
+    return step("the weights: each exponential over the denominator", torch.div, exps, denominator, axes=qk)
 
 
 def _cases() -> list[Case]:
@@ -145,8 +162,12 @@ def check_softmax_with_sink(fn: Callable[..., object]) -> CheckResult:
     """
     session = Session(NAME)
     cases = _cases()
-    failure = run_check(session, fn, cases, _reference, ("weights",), MISTAKES)
+    failure = run_check(session, fn, cases, _reference, ("weights",), MISTAKES, steps=_steps)
     if failure is not None:
         return done(failure)
     return done(passed(session, f"all {len(cases)} cases match gpt-oss's softmax with a sink (masked keys, a fully "
                                 "masked row, a decoding step, scores in the hundreds)"))
+
+
+#: The reference written as named steps, with the cases it must equal the reference on (tests/test_checks_steps.py).
+STEPPED = [(_cases, _reference, _steps)]

@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from ..device import one_cpu_thread
@@ -32,6 +33,7 @@ from ..multihead import MultiHeadAttention
 from ..training import diagonal_mass, train_attention
 from ._framework import Case, Mistake, Session, judge
 from ._result import CheckResult, error_hint, finish, is_device_error, learner_error
+from ._steps import SEARCH_SECONDS, Found, search, step
 
 __all__ = ["check_shift_attention", "TASK_MISTAKES", "PATTERN_MISTAKES"]
 
@@ -58,6 +60,15 @@ def _reference_pattern(seq_len: int, shift: int) -> Tensor:
     pattern = torch.zeros(seq_len, seq_len)
     pattern[rows, (rows - shift) % seq_len] = 1.0
     return pattern
+
+
+def _pattern_steps(seq_len: int, shift: int) -> Tensor:
+    """The ideal pattern step by step (``_steps.py`` searches small changes to each); equal to
+    :func:`_reference_pattern`."""
+    rows = step("the query positions i", torch.arange, seq_len)
+    back = step("the key query i reads: i - shift", torch.sub, rows, shift, axes=("query",))
+    column = step("wrapped around: (i - shift) mod seq_len", torch.remainder, back, seq_len, axes=("query",))
+    return step("a 1 in row i at that key, 0 elsewhere", F.one_hot, column, seq_len, axes=("query",)).float()
 
 
 def _case_text(seq_len: int, shift: int) -> str:
@@ -362,15 +373,36 @@ def _as_tensor(value: object) -> object:
     return pattern.to(torch.float64)
 
 
+def _pattern_searcher(session: Session, expected_pattern: Callable[..., object], cases: list[Case],
+                      number: int) -> Callable[[object, object], Found | None]:
+    """The step search on pattern case ``number`` (1-based): the cases before it passed; the learner's patterns
+    of the ones after it are asked for only when a change needs comparing with them."""
+
+    def learner(case: Case) -> Callable[[], object]:
+        def pattern() -> object:
+            value, failure = session.call("the step search", expected_pattern, case.args)
+            return None if failure is not None else _as_tensor(value)
+        return pattern
+
+    def searched(got: object, expected: object) -> Found | None:
+        others = [(c, _reference_pattern(**c.args)) for c in cases[:number - 1]]
+        others += [(c, learner(c)) for c in cases[number:]]
+        return search(_pattern_steps, cases[number - 1], got, expected, 0.0, others, SEARCH_SECONDS * session.slowness)
+
+    return searched
+
+
 def _judge_pattern(session: Session, expected_pattern: Callable[..., object], case: Case, where: str,
-                   learned: Tensor | None = None) -> CheckResult | None:
+                   learned: Tensor | None = None,
+                   steps: Callable[[object, object], Found | None] | None = None) -> CheckResult | None:
     """Call ``expected_pattern`` on ``case`` and judge it; rows that are off are listed (with what the layer
-    learned, on the trained case)."""
+    learned, on the trained case). ``steps``: the search over :func:`_pattern_steps`."""
     value, failure = _call(session, expected_pattern, "expected_pattern", where, case)
     if failure is None:
         pattern = _as_tensor(value)
         expected = _reference_pattern(case.info["L"], case.info["shift"]).double()
-        failure = judge(session, where, case, pattern, expected, ("the pattern",), PATTERN_MISTAKES, tol=0.0)
+        failure = judge(session, where, case, pattern, expected, ("the pattern",), PATTERN_MISTAKES, tol=0.0,
+                        steps=steps)
         if failure is not None and _well_formed(case, pattern) and bool((pattern.sum(-1) == 1).all()):
             predicted, correct = pattern.argmax(-1).tolist(), expected.argmax(-1).tolist()
             failure.details = []
@@ -458,7 +490,7 @@ def check_shift_attention(shift_task: Callable[..., object], expected_pattern: C
     if failure is not None:
         return finish(failure)
     seq_len = TRAIN["seq_len"]
-    cases = [_pattern_case(seq_len, TRAIN_SHIFT), *(_pattern_case(*c) for c in PATTERN_CASES)]
+    cases = _pattern_cases()
     where = f"expected_pattern case 1/{len(cases)} ({cases[0].description}, the trained case)"
     value, failure = _call(session, expected_pattern, "expected_pattern", where, cases[0])
     if failure is not None:  # a stub, a crash or a hang: said before the training is spent on it
@@ -481,7 +513,8 @@ def check_shift_attention(shift_task: Callable[..., object], expected_pattern: C
             "every batch (`torch.randn(..., generator=generator)`), and report it if it persists."))
     for number, case in enumerate(cases, start=1):
         where = f"expected_pattern case {number}/{len(cases)} ({case.description}{', the trained case' if number == 1 else ''})"
-        failure = _judge_pattern(session, expected_pattern, case, where, learned if number == 1 else None)
+        failure = _judge_pattern(session, expected_pattern, case, where, learned if number == 1 else None,
+                                 _pattern_searcher(session, expected_pattern, cases, number))
         if failure is not None:
             return finish(failure)
 
@@ -494,3 +527,12 @@ def check_shift_attention(shift_task: Callable[..., object], expected_pattern: C
         f"of its attention on your predicted pattern, every query row agreeing; your expected_pattern matches "
         f"on all {len(cases)} cases",
         details=[f"learned query → key: {mapping}"]))
+
+
+def _pattern_cases() -> list[Case]:
+    return [_pattern_case(TRAIN["seq_len"], TRAIN_SHIFT), *(_pattern_case(*c) for c in PATTERN_CASES)]
+
+
+#: The pattern's reference written as named steps, with the cases it must equal the reference on
+#: (tests/test_checks_steps.py). The task has none: its expected batch is built from the learner's own x.
+STEPPED = [(_pattern_cases, _reference_pattern, _pattern_steps)]
