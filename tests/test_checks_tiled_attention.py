@@ -117,7 +117,7 @@ def normalised_output(running_max, running_sum, output, scores, value):
     return m, s, o / torch.where(s > 0, s, 1.0)[..., None]
 
 
-@add(CHECK, mistake="NaN for a row that has seen only masked keys")
+@add(CHECK, mistake="at step 'subtract 0 instead of -inf on those rows': it is left out")
 def no_guard_for_empty_rows(running_max, running_sum, output, scores, value):
     m = torch.maximum(running_max, scores.amax(-1))
     rescale = torch.exp(running_max - m)

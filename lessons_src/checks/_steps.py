@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import math
 import operator
 import time
@@ -335,6 +336,9 @@ def changes(call: _Call, info: Mapping[str, object], operand_names: Mapping[int,
             "`masked_fill` fills where its mask is True: pass the positions to hide (`~allowed`).",
             lambda f, a, k: f(a[0], ~a[1] if a[1].dtype == torch.bool else 1 - a[1], *a[2:]))
     if fn is torch.where and len(args) == 3:
+        add(f"it is left out: {_operand(2, operand_names)} is used everywhere, the condition never applied",
+            f"apply step '{name}': `torch.where(condition, ..., ...)` replaces the entries where the condition holds.",
+            lambda f, a, k: a[2] + 0 * torch.as_tensor(a[1]) if isinstance(a[2], Tensor) else a[2], rank=0)
         add("the condition is inverted: each branch is taken where the other should be",
             "swap the two branches of `torch.where`, or negate the condition with `~`.",
             lambda f, a, k: torch.where(a[0], a[2], a[1]))
@@ -412,6 +416,17 @@ def changes(call: _Call, info: Mapping[str, object], operand_names: Mapping[int,
                     "relabels the same sequence of numbers.",
                     lambda f, a, k, i=i: f(*[x._base.reshape(x.shape) if j == i and x._base is not None else x
                                              for j, x in enumerate(a)], **k))
+        for i in tensors:
+            base = getattr(args[i], "_base", None)
+            if base is not None and _operand(i, operand_names).endswith("ᵀ"):
+                for d0, d1 in itertools.combinations(range(max(base.dim(), 4)), 2):
+                    if (d0, d1) != (base.dim() - 2, base.dim() - 1):
+                        add(f"{_operand(i, operand_names)[:-1]} is transposed on dims ({d0}, {d1}), not on its last two "
+                            "(written for one number of dims)",
+                            "transpose the last two dims, `.transpose(-2, -1)`: it works with or without batch and "
+                            "head dims in front.",
+                            lambda f, a, k, i=i, d0=d0, d1=d1: f(*[x._base.transpose(d0, d1) if j == i else x
+                                                                  for j, x in enumerate(a)], **k))
         add(f"the two operands are multiplied in the other order ({_operand(1, operand_names)} @ "
             f"{_operand(0, operand_names)})",
             "a matrix product does not commute: write the operands in the chapter's order.",
@@ -431,6 +446,11 @@ def changes(call: _Call, info: Mapping[str, object], operand_names: Mapping[int,
                 "subtract it.", lambda f, a, k: a[0] + a[1])
             add("the subtraction is the other way round (the second minus the first)",
                 f"the step is {_operand(0, operand_names)} - {_operand(1, operand_names)}.", lambda f, a, k: a[1] - a[0])
+    if fn is torch.pow and isinstance(args[0], (int, float)) and not isinstance(args[0], bool):
+        for base, label in ((math.e, "e (`exp`)"), (10.0, "10"), (2.0, "2")):
+            if not math.isclose(base, float(args[0])):
+                add(f"the base is {label}, not {_fmt(float(args[0]))}", f"raise {_fmt(float(args[0]))} to the power.",
+                    lambda f, a, k, base=base: f(base, *a[1:], **k))
     if fn in _UNARY:
         for other_fn, other_name in _UNARY.items():
             if other_fn is not fn:
@@ -538,6 +558,21 @@ def changes(call: _Call, info: Mapping[str, object], operand_names: Mapping[int,
             if other != (d - n if d >= 0 else d) and first.shape[other] > 1:
                 add(f"it is taken over {_axis(call, other)} instead of {_axis(call, d)}",
                     f"take step '{name}' over {_axis(call, d)}: `dim={d if d < 0 else d - n}`.", _with(fn, dim=other))
+    if isinstance(kwargs.get("dim"), int):
+        add("no `dim=`: it runs over the whole tensor, flattened", f"give step '{name}' its dim: `dim={kwargs['dim']}`.",
+            lambda f, a, k: f(*a, **{key: v for key, v in k.items() if key != "dim"}))
+    # -- an operand of an element-wise step that lost a dim of size 1 (no keepdim, no unsqueeze): it lines up with
+    # the wrong axis, or does not broadcast
+    if fn in _ADD | _SUB | _MUL | _DIV or fn in _COMPARE or fname in ("masked_fill", "where"):
+        for i in tensors:
+            x = args[i]
+            for d in range(-x.dim() + 1, 0):  # a leading 1 changes nothing
+                if x.shape[d] == 1:
+                    add(f"{_operand(i, operand_names)} has lost its dim of size 1 (dim {d}): a `keepdim=True` or an "
+                        f"`unsqueeze({d})` is missing, so it lines up with the wrong axis",
+                        f"keep that dim: `keepdim=True` where it was reduced, or `.unsqueeze({d})`, so that it broadcasts "
+                        "along the axis it belongs to.",
+                        lambda f, a, k, i=i, d=d: f(*[x.squeeze(d) if j == i else x for j, x in enumerate(a)], **k))
     # -- any step
     if isinstance(out, Tensor) and out.dtype == torch.bool:
         add("its result is inverted (True where it should be False)", f"negate step '{name}' (`~`).",
@@ -738,7 +773,8 @@ def search(reference: Callable[..., object], case: object, got: object, expected
     if not best.sure and best.explained < max(2, (best.cases + 1) // 2):
         return None  # a change that explains one case of many is a coincidence, not a diagnosis
     steps = {c.step for c in best.changes}
-    other = next((f for f in founds if f.explained == best.explained and not steps & {c.step for c in f.changes}
+    other = next((f for f in founds if not isinstance(got, BaseException)  # an error: its first cause is named
+                  and f.explained == best.explained and not steps & {c.step for c in f.changes}
                   and sum(c.generic for c in f.changes) == sum(c.generic for c in best.changes)), None)
     return dataclasses.replace(best, alternative=other) if other is not None else best
 

@@ -155,7 +155,7 @@ MISTAKES = [
     Mistake("NaN for a row that has seen only masked keys",
             "while a row's maximum is -inf, exp(-inf - (-inf)) is NaN: subtract 0 instead of the maximum on those "
             "rows (`torch.where(torch.isinf(new_max), 0, new_max)`), so their sum and output stay 0.",
-            looks_like=_nan_only_where_nothing_seen),
+            looks_like=_nan_only_where_nothing_seen, fallback=True),
     Mistake("the old sum is not rescaled when the maximum rises",
             "the old terms of the sum were exponentials against the old maximum: multiply the old `running_sum` "
             "by exp(old max - new max) before adding the block's exponentials.", _update(rescale_sum=False)),
