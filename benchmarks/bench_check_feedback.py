@@ -26,7 +26,8 @@ from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent / "tests" / "blind_learners"
-SETS = ("answers_01_08", "answers_09_16", "answers_heldout")
+SETS = ("answers_01_08", "answers_09_16", "answers_heldout",
+        *(f"answers_s35{s}_{p}" for s in "ab" for p in ("01_06", "07_12", "13_18")))
 #: The least share of wrong answers whose first line is SPECIFIC (an UNRATED line counts as not).
 BUDGET = 0.90
 

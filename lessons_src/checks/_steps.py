@@ -471,6 +471,8 @@ def changes(call: _Call, info: Mapping[str, object], operand_names: Mapping[int,
             f"the step {verb} {factor}: put it back.",
             lambda f, a, k: a[0] * (1 + 0 * a[1]) if isinstance(a[1], Tensor) else a[0], rank=0)
         if fn in _DIV:
+            add(f"the division is the other way round ({factor} over {_operand(0, operand_names)})",
+                f"the step divides {_operand(0, operand_names)} by {factor}.", lambda f, a, k: f(a[1], a[0], **k))
             add("an integer (floor) division where the step divides exactly", "divide with `/` (true division), "
                 "not `//`, and compute in floating point.", lambda f, a, k: torch.div(
                     torch.as_tensor(a[0]), torch.as_tensor(a[1]), rounding_mode="floor"))

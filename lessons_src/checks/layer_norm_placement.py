@@ -235,7 +235,7 @@ MISTAKES = [
     Mistake("the warm-up never ends: the learning rate keeps growing past base_lr",
             "take the smaller of the warm-up and the decay, min((step + 1) / warmup_steps, sqrt(warmup_steps / "
             "(step + 1))), so the rate peaks at base_lr and then falls.",
-            looks_like=_fits(lambda s, b, w: b * (s + 1) / w, "decay")),
+            looks_like=_fits(lambda s, b, w: b * (s + 1) / w, "decay"), fallback=True),
     Mistake("the learning rate never decays: after the warm-up it stays at base_lr",
             "after the warm-up the rate falls like base_lr * sqrt(warmup_steps / (step + 1)).",
             looks_like=_fits(lambda s, b, w: b, "decay")),
@@ -257,7 +257,8 @@ MISTAKES = [
                                      or _fits(lambda s, b, w: b / math.sqrt(s - w + 1), "decay")(c, g))),
     Mistake("the warm-up ends a step late: at step {step} the rate is {got}, above base_lr, before it decays",
             "the warm-up's last step is warmup_steps - 1, where (step + 1) / warmup_steps = 1; switch to the decay "
-            "after it (`step < warmup_steps`, not `<=`), or take the min of the two.", looks_like=_over_peak),
+            "after it (`step < warmup_steps`, not `<=`), or take the min of the two.", looks_like=_over_peak,
+            fallback=True),
     Mistake("the decay is wrong: at step {step} you give {got}, expected {expected}",
             f"after the warm-up the rate is base_lr * sqrt(warmup_steps / (step + 1)); all together: {_FORMULA}.",
             looks_like=_first_wrong("decay"), fallback=True),
