@@ -3,8 +3,9 @@
 Every check returns a :class:`CheckResult` (truthy when it passed; ``str()`` is the feedback,
 whose first line names the mistake) and never raises or hangs because of the learner's code;
 with ``LESSONS_SRC_STRICT=1`` a failing check raises ``AssertionError``. The checks are built on
-``_framework.py`` (time-limited learner calls, one judge, tables of cases and mistakes) and
-``_result.py`` (the result and the device rules).
+``_framework.py`` (time-limited learner calls, one judge, tables of cases and mistakes),
+``_steps.py`` (each reference as the chapter's named steps, and the search over small changes to them
+that names a mistake no table lists) and ``_result.py`` (the result and the device rules).
 """
 
 from ._result import CheckResult, strict_mode
