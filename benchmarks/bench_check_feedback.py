@@ -22,6 +22,7 @@ import json
 import multiprocessing
 import re
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -79,12 +80,15 @@ def main() -> None:
     ratings = json.loads((HERE / "ratings.json").read_text(encoding="utf-8"))
     totals: Counter = Counter()
     problems = []
+    slowest: list[tuple[float, str]] = []  # seconds per answer (the check and its step search), in a fresh fork
     for stem in SETS:
         counts: Counter = Counter()
         for answer in _answers(stem):
             if args.only and not any(s in stem or s in answer["check"] for s in args.only):
                 continue
+            start = time.perf_counter()
             status, line = first_line(answer, args.timeout)
+            slowest.append((time.perf_counter() - start, f"{stem}:{answer['check']}/{answer['name']}"))
             key = f"{stem}:{answer['check']}/{answer['name']}"
             if answer["right"]:
                 counts["right"] += 1
@@ -115,6 +119,8 @@ def main() -> None:
         totals.update(counts)
     if totals["wrong"]:
         print(f"all: {totals['wrong']} wrong answers, SPECIFIC {100 * totals['SPECIFIC'] / totals['wrong']:.1f}%")
+    print("slowest answers (s, the check with its step search, in a fork): "
+          + ", ".join(f"{t:.2f} {k}" for t, k in sorted(slowest, reverse=True)[:3]))
     for line in problems:
         print(line)
     share = totals["SPECIFIC"] / max(totals["wrong"], 1)
