@@ -37,7 +37,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 __all__ = ["synchronize", "times_ms", "time_ms", "interleaved_times_ms", "clearly_less", "peak_memory_bytes",
-           "peak_memory_mib", "operation_names", "kernel_name", "longest_product_chain", "shortest_product_path"]
+           "peak_memory_mib", "operation_names", "full_size_operations", "kernel_name", "longest_product_chain", "shortest_product_path"]
 
 MiB = 2**20
 K = TypeVar("K", bound=Hashable)
@@ -131,9 +131,10 @@ def _stderr_silenced() -> Iterator[None]:
         os.close(devnull)
 
 
-def _profiled(fn: Callable[[], object], device: torch.device | str, memory: bool) -> profile:
-    """Run fn() once under PyTorch's profiler (CPU-side events) and return the profile."""
-    with _stderr_silenced(), profile(activities=[ProfilerActivity.CPU], profile_memory=memory) as prof:
+def _profiled(fn: Callable[[], object], device: torch.device | str, memory: bool, shapes: bool = False) -> profile:
+    """Run fn() once under PyTorch's profiler (CPU-side events; ``shapes``: the inputs' shapes too) and return it."""
+    with _stderr_silenced(), profile(activities=[ProfilerActivity.CPU], profile_memory=memory,
+                                     record_shapes=shapes) as prof:
         fn()
         synchronize(device)
     return prof
@@ -175,6 +176,29 @@ def operation_names(fn: Callable[[], object], device: torch.device | str = "cpu"
     with _stderr_silenced():
         events = _profiled(fn, device, memory=False).events()
     return [e.name for e in events if e.name.startswith("aten::")]
+
+
+#: Operations that allocate, view or cast rather than compute (left out of :func:`full_size_operations`).
+BOOKKEEPING = frozenset({"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::view", "aten::reshape",
+                         "aten::as_strided", "aten::resize_", "aten::result_type", "aten::to", "aten::_to_copy",
+                         "aten::copy_", "aten::fill_", "aten::type_as", "aten::expand", "aten::unsqueeze",
+                         "aten::squeeze", "aten::detach", "aten::lift_fresh"})
+
+
+def full_size_operations(fn: Callable[[], object], shape: tuple[int, ...],
+                         device: torch.device | str = "cpu") -> list[str]:
+    """The innermost PyTorch operations fn() runs whose first input has ``shape``: each one pass over a tensor
+    of that size. An operation that only calls others (``aten::layer_norm`` calls ``aten::native_layer_norm``,
+    ``aten::mean`` calls ``aten::sum``) is not counted again, nor one on a smaller tensor (the per-vector
+    statistics of a norm). Taught in the chapter "From the original block to a modern LLM block"."""
+    with _stderr_silenced():
+        events = _profiled(fn, device, memory=False, shapes=True).events()
+
+    def computes(e: object) -> bool:
+        return e.name.startswith("aten::") and e.name not in BOOKKEEPING
+
+    leaves = [e for e in events if computes(e) and not any(computes(c) for c in e.cpu_children)]
+    return [e.name for e in leaves if e.input_shapes and list(e.input_shapes[0]) == list(shape)]
 
 
 def kernel_name(fn: Callable[[], object], device: torch.device | str = "cpu") -> str:

@@ -11,6 +11,7 @@ from lessons_src import fused_attention, scaled_dot_product_attention
 from lessons_src.profiling import (
     MiB,
     clearly_less,
+    full_size_operations,
     interleaved_times_ms,
     kernel_name,
     longest_product_chain,
@@ -185,3 +186,17 @@ def test_product_counts_say_what_is_wrong():
         longest_product_chain(torch.randn(2, 2))
     with pytest.raises(ValueError, match="does not depend on source"):
         shortest_product_path(x @ x, other)
+
+
+def test_full_size_operations_counts_each_pass_over_the_tensor_once():
+    x = torch.randn(2, 8, 16)
+
+    def normalise():
+        s = (x * 2).sum(dim=-1, keepdim=True)  # two passes over x's size: the product and the sum
+        s = torch.sqrt(s.abs() + 1)  # on one number per vector: not counted
+        return x / s  # a third pass
+
+    assert full_size_operations(normalise, tuple(x.shape)) == ["aten::mul", "aten::sum", "aten::div"]
+    with torch.no_grad():  # a module whose operation wraps another (layer_norm -> native_layer_norm): counted once
+        assert full_size_operations(lambda: torch.nn.LayerNorm(16)(x), tuple(x.shape)) == \
+            ["aten::native_layer_norm"]
