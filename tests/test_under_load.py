@@ -104,8 +104,10 @@ def test_a_timing_page_runs_on_a_busy_machine(notebook, name, launched, busy_mac
 
 def test_the_checks_contract_and_learner_table_pass_on_a_busy_machine(busy_machine):
     """Every pathological learner and every row of the learner table, and the timing helpers' tests, with the
-    machine busy."""
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+    machine busy. The two answer sets of issue 35 (``blind-s35*``, 563 wrong answers that measure what the first
+    line says) run in the unit stage only: they take the same code paths as the rest of the table, whose other
+    blind answers still go through the step search here, and under load they made this stage 40% longer."""
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "not blind-s35",
                            "tests/test_checks_contract.py", "tests/test_checks_learners.py", "tests/test_profiling.py"],
                           cwd=ROOT, capture_output=True, text=True, timeout=3000,
                           env={k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"})  # not the outer run's report
