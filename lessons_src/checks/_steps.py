@@ -169,11 +169,14 @@ def _plural(noun: str) -> str:
     return noun + "s"
 
 
-def _count(call: _Call, d: int) -> str:
-    x = _first_tensor(call.args)
-    size = x.shape[d]
+def _how_many(call: _Call, d: int) -> str:
+    """What the size of dim ``d`` of the step's first tensor operand counts: "the number of keys", or "the size of dim -1"."""
     what = _axis(call, d)
-    return f"{size} = the number of {what.removeprefix('the ').split(' (')[0]}" if what.startswith("the ") else f"{size} = the size of {what}"
+    return f"the number of {what.removeprefix('the ').split(' (')[0]}" if what.startswith("the ") else f"the size of {what}"
+
+
+def _count(call: _Call, d: int) -> str:
+    return f"{_first_tensor(call.args).shape[d]} = {_how_many(call, d)}"
 
 
 def _operand(i: int, names: Mapping[int, str]) -> str:
@@ -266,9 +269,7 @@ def _named_sizes(call: _Call, info: Mapping[str, object], numbers: Mapping[str, 
     if x is not None:
         for d in range(-x.dim(), 0):
             if x.shape[d] > 1:
-                name = _axis(call, d)
-                what = (f"the number of {name.removeprefix('the ').split(' (')[0]}" if name.startswith("the ")
-                        else f"the size of {name}")
+                what = _how_many(call, d)
                 found += [_Size(float(x.shape[d]), f"{x.shape[d]} ({what})",
                                 lambda a, i, d=d: float(_first_tensor(a).shape[d])),
                           _Size(math.sqrt(x.shape[d]), f"√{x.shape[d]} (√ of {what})",
