@@ -644,7 +644,8 @@ class DecoderLM(nn.Module):
         Llama 3). The names go through :func:`rename_hf_llama`, and ``load_state_dict`` (strict) names
         any weight that is missing or left over. The base is not stored in recent checkpoints: a wrong
         one loads without error and gives wrong logits. Llama 3.1 and later also rescale the rotary
-        frequencies (``rope_type="llama3"``), which this model does not do.
+        frequencies (``rope_type="llama3"``): give ``config`` the checkpoint's ``rope_scaling``
+        (:func:`lessons_src.from_pretrained` reads it from the checkpoint's config).
         Taught in the chapter "From the original block to a modern LLM block".
         """
         if not isinstance(config, DecoderConfig):

@@ -138,15 +138,20 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
            model="DecoderLM", config=dict(d_model=128, num_heads=4, num_layers=4, norm="layer", placement="pre",
                                           ffn="gelu_tanh", positions="learned", bias=True, tie_word_embeddings=True),
            steps=6000),
+    Recipe(name="code-llama-sink", chapter="Attention in today's open models",
+           purpose="code-llama with a learned sink per head (gpt-oss's sinks), to read where trained heads put the "
+                   "weight the sink offers them, seed by seed against code-llama",
+           model="DecoderLM", config=dict(d_model=128, num_heads=4, num_layers=4, norm="rms", placement="pre",
+                                          ffn="swiglu", positions="rope", bias=False, sinks=True), steps=3000),
 )}
-# Seeds 1 and 2 of the models chapter 13 compares, so that its comparison is read against their spread.
+# Seeds 1 and 2 of the models chapters 13 and 18 compare, so that each comparison is read against their spread.
 SEEDS = (0, 1, 2)
-for _base in ("code-llama", "code-alibi"):
+for _base, _reader in (("code-llama", "chapter 13"), ("code-alibi", "chapter 13"), ("code-llama-sink", "chapter 18")):
     for _seed in SEEDS[1:]:
         RECIPES[f"{_base}-seed{_seed}"] = dataclasses.replace(
             RECIPES[_base], name=f"{_base}-seed{_seed}", seed=_seed,
             purpose=f"{_base} trained from seed {_seed}: with it and the seed-0 model, the seed spread of "
-                    f"what chapter 13 reads")
+                    f"what {_reader} reads")
 
 
 def seeds(name: str) -> list[str]:

@@ -4,6 +4,8 @@
     python scripts/train_zoo.py --all            # every recipe in lessons_src.zoo.RECIPES
     python scripts/train_zoo.py --list           # the recipes, and which are trained
     python scripts/train_zoo.py --rebaseline     # recompute the table and every card's margin (no training)
+    python scripts/train_zoo.py --table-from-cards NAME...  # take the table from a shipped card (same corpus
+                                                            # and grid) instead of searching it again (minutes)
 
 Each model follows its recipe (lessons_src.zoo.Recipe) on one CPU thread; the card records the machine
 and the time it took. The best count-based table on the same text (lessons_src.best_ngram_loss over
@@ -46,6 +48,19 @@ def baseline() -> dict:
             "discounts": list(search["discounts"]), "by_order": by_order}
 
 
+def shipped_table() -> dict:
+    """The best table as a shipped card states it, from a card trained on today's corpus (its SHA-256) with
+    today's search grid: the same numbers baseline() computes, without the minutes."""
+    sha = zoo.corpus_sha256()
+    for card_file in sorted(FOLDER.glob("*.json")):
+        info = json.loads(card_file.read_text(encoding="utf-8"))
+        grid = (info["ngram"]["max_n"], tuple(info["ngram"]["discounts"]))
+        if info["corpus"]["sha256"] == sha and grid == (zoo.NGRAM_SEARCH["max_n"], zoo.NGRAM_SEARCH["discounts"]):
+            print(f"best n-gram table from {card_file.name}: {info['ngram']['loss']:.4f} nats per character", flush=True)
+            return info["ngram"]
+    sys.exit("--table-from-cards: no shipped card was trained on this corpus with this grid; run without it")
+
+
 def rebaseline(ngram: dict) -> list[str]:
     """Write the table's loss and each model's margin over it into every shipped card (weights unchanged);
     return the models that do not beat it."""
@@ -66,6 +81,7 @@ def main() -> int:
     parser.add_argument("--all", action="store_true")
     parser.add_argument("--list", action="store_true")
     parser.add_argument("--rebaseline", action="store_true")
+    parser.add_argument("--table-from-cards", action="store_true")
     args = parser.parse_args()
     if args.rebaseline:
         failed = rebaseline(baseline())
@@ -81,7 +97,7 @@ def main() -> int:
     unknown = [n for n in names if n not in zoo.RECIPES]
     if not names or unknown:
         parser.error(f"name zoo models to train ({sorted(zoo.RECIPES)}) or --all; unknown: {unknown}")
-    ngram = baseline()
+    ngram = shipped_table() if args.table_from_cards else baseline()
     failed = []
     for name in names:
         t0 = time.perf_counter()

@@ -55,7 +55,7 @@ EXPECTED = {
         "$(B, L_k, d_c + d_R)$", "kv_b_proj (plain form)", "o_proj",
     ],
     "absorbed_decode": [
-        "new token $x_t$", "$(B, 1, D)$", "q_proj", "$(B, H, 1, d_c + d_R)$", "kv_a_proj_with_mqa, RoPE",
+        "new token $x_t$", "$(B, 1, D)$", "q_proj", "$(B, H, 1, d_c + d_R)$", "kv_a_proj_with_mqa, kv_a_layernorm",
         "latent cache: $[c_j ; k^R_j]$", "$(B, L_k, d_c + d_R)$", "every head against the same rows: softmax",
         "$(B, H, 1, d_v)$", "o_proj",
     ],

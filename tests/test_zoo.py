@@ -113,12 +113,29 @@ def test_a_zoo_recipe_reproduces_its_first_steps(name):
 def test_seeds_names_each_seed_of_a_model():
     assert zoo.seeds("code-llama") == ["code-llama", "code-llama-seed1", "code-llama-seed2"]
     assert zoo.seeds("code-lm") == ["code-lm"]
+    assert zoo.seeds("code-llama-sink") == ["code-llama-sink", "code-llama-sink-seed1", "code-llama-sink-seed2"]
     assert [zoo.RECIPES[n].seed for n in zoo.seeds("code-alibi")] == [0, 1, 2]
     for name in zoo.seeds("code-alibi")[1:]:
         assert zoo.dataclasses.replace(zoo.RECIPES[name], name="code-alibi", seed=0, purpose="") == \
             zoo.dataclasses.replace(zoo.RECIPES["code-alibi"], purpose=""), "a seed differs from its model only by seed"
     with pytest.raises(ValueError, match="seeds: no zoo model named 'llama'"):
         zoo.seeds("llama")
+
+
+def test_the_sink_models_differ_from_code_llama_only_by_their_sinks():
+    """Chapter 18 reads code-llama-sink against code-llama seed by seed: the same recipe, batches and first
+    weights, the learned sinks (zeros at first, drawn from no generator) the one difference."""
+    for plain, sink in zip(zoo.seeds("code-llama"), zoo.seeds("code-llama-sink"), strict=True):
+        a, b = zoo.RECIPES[plain], zoo.RECIPES[sink]
+        assert b.config == dict(a.config, sinks=True), f"{sink} should be {plain} with sinks=True"
+        assert zoo.dataclasses.replace(b, name=a.name, purpose=a.purpose, chapter=a.chapter, config=a.config) == a
+    torch.manual_seed(0)
+    plain = zoo.build(zoo.RECIPES["code-llama"], 10).state_dict()
+    torch.manual_seed(0)
+    sink = zoo.build(zoo.RECIPES["code-llama-sink"], 10).state_dict()
+    assert set(sink) - set(plain) == {f"layers.{i}.self_attn.sinks" for i in range(4)}
+    assert all(torch.equal(weight, plain[name]) for name, weight in sink.items() if name in plain), (
+        "with the same seed, every weight the two models share should start from the same draw")
 
 
 #: The model the full tier re-trains: the quickest of those with three seeds (1445 s here, one thread).

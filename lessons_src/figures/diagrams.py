@@ -568,7 +568,8 @@ def absorbed_decode() -> Figure:
     query = _box(ax, left, 1.95, 3.1, "q_proj", "$q^C$: $(B, H, 1, d_k)$;  $q^R$: $d_R$", color=LINEAR)
     fold = _box(ax, left, 2.95, 3.1, "$q^C W_{UK}^{(h)\\top}$;  RoPE on $q^R$", "$(B, H, 1, d_c + d_R)$",
                 color=LINEAR)
-    append = _box(ax, right, 1.95, 3.1, "kv_a_proj_with_mqa, RoPE", "append $[c_t ; k^R_t]$", color=LINEAR)
+    append = _box(ax, right, 1.95, 3.3, "kv_a_proj_with_mqa, kv_a_layernorm", "RoPE on $k^R_t$; append $[c_t ; k^R_t]$",
+                  color=LINEAR)
     cache = _box(ax, right, 2.95, 3.1, "latent cache: $[c_j ; k^R_j]$", "$(B, L_k, d_c + d_R)$", color=RESHAPE)
     _arrow(ax, token.bottom, query.top)
     _arrow(ax, query.bottom, fold.top)
