@@ -200,7 +200,9 @@ def compare_seeds(a: list[float], b: list[float]) -> SeedComparison:
     further from 0 than the two-sided 5% critical value of Student's t (``seeds - 1`` degrees of freedom)
     times its standard error ``sd / sqrt(seeds)``; otherwise it is "not shown at this scale" (it may still
     be there, at more seeds or a larger scale). ``a`` and ``b`` may be 0/1 outcomes (solved or not): the
-    same test then compares the share of seeds each variant solved. Taught in the chapter "Attention in
+    same test then compares the share of seeds each variant solved. Where every difference is the same
+    (no spread, e.g. 3 of 3 solved against 0 of 3), the t-test cannot read it and the exact sign test
+    decides instead: shown from 6 seeds all one way (2 / 2^6 < 0.05), never at 3 to 5. Taught in the chapter "Attention in
     today's open models" (and used in "Multi-head latent attention").
     """
     if len(a) != len(b) or not a:
@@ -211,5 +213,8 @@ def compare_seeds(a: list[float], b: list[float]) -> SeedComparison:
     if len(differences) < 3 or not finite:
         return SeedComparison(differences, mean, math.nan, False)
     standard_error = statistics.stdev(differences) / math.sqrt(len(differences))
+    if standard_error == 0:  # every seed differs by the same amount (0/1 outcomes do): no spread for a t-test to
+        # read, so the exact two-sided sign test decides: n seeds all one way have probability 2 / 2^n by chance
+        return SeedComparison(differences, mean, 0.0, mean != 0 and 2 * 0.5 ** len(differences) < 0.05)
     shown = abs(mean) > _t_critical(len(differences) - 1) * standard_error
     return SeedComparison(differences, mean, standard_error, shown)
