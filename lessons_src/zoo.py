@@ -118,6 +118,9 @@ class Recipe:
         return self.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
 
 
+#: code-llama's block, which code-alibi and code-llama-sink change in one switch each (their cards compare them).
+_LLAMA_BLOCK = dict(d_model=128, num_heads=4, num_layers=4, norm="rms", placement="pre", ffn="swiglu",
+                    positions="rope", bias=False)
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
     Recipe(name="code-lm", chapter="A language model and its heads",
            purpose="the chapter's model (pre-LN blocks, learned positions) trained past the best n-gram table, "
@@ -125,12 +128,10 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
            model="LanguageModel", config=dict(d_model=128, num_heads=4, num_layers=4), steps=6000),
     Recipe(name="code-llama", chapter="From the original block to a modern LLM block",
            purpose="the same sizes as code-lm in a Llama-style block (pre-RMSNorm, SwiGLU, rotary, no biases)",
-           model="DecoderLM", config=dict(d_model=128, num_heads=4, num_layers=4, norm="rms", placement="pre",
-                                          ffn="swiglu", positions="rope", bias=False), steps=3000),
+           model="DecoderLM", config=dict(_LLAMA_BLOCK), steps=3000),
     Recipe(name="code-alibi", chapter="ALiBi and length extrapolation",
            purpose="code-llama with ALiBi in place of rotary positions, to read beyond its training length",
-           model="DecoderLM", config=dict(d_model=128, num_heads=4, num_layers=4, norm="rms", placement="pre",
-                                          ffn="swiglu", positions="alibi", bias=False), steps=3000),
+           model="DecoderLM", config=dict(_LLAMA_BLOCK, positions="alibi"), steps=3000),
     Recipe(name="code-gpt2", chapter="Attention in today's open models",
            purpose="a GPT-2-style block (pre-LayerNorm, tanh GELU, learned positions, biases, tied embeddings) "
                    "at code-lm's sizes and steps, for the real-model section: one of the course's models that "
@@ -141,8 +142,7 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
     Recipe(name="code-llama-sink", chapter="Attention in today's open models",
            purpose="code-llama with a learned sink per head (gpt-oss's sinks), to read where trained heads put the "
                    "weight the sink offers them, seed by seed against code-llama",
-           model="DecoderLM", config=dict(d_model=128, num_heads=4, num_layers=4, norm="rms", placement="pre",
-                                          ffn="swiglu", positions="rope", bias=False, sinks=True), steps=3000),
+           model="DecoderLM", config=dict(_LLAMA_BLOCK, sinks=True), steps=3000),
 )}
 # Seeds 1 and 2 of the models chapters 13 and 18 compare, so that each comparison is read against their spread.
 SEEDS = (0, 1, 2)
