@@ -186,6 +186,19 @@ class SeedComparison:
     standard_error: float
     shown: bool
 
+    @property
+    def smallest_shown(self) -> float:
+        """The smallest mean difference (in size) this test reads as shown at this spread of the seeds: the
+        t critical value times the standard error; a smaller real difference would pass unseen. With no
+        spread the sign test decides: 0 from 6 seeds (any difference), infinity below; nan where the test
+        cannot run (fewer than 3 seeds, or a value that is not finite)."""
+        n = len(self.differences)
+        if math.isnan(self.standard_error):
+            return math.nan
+        if self.standard_error == 0:
+            return 0.0 if 2 * 0.5 ** n < 0.05 else math.inf
+        return _t_critical(n - 1) * self.standard_error
+
     def __str__(self) -> str:
         verdict = "shown" if self.shown else "not shown at this scale"
         return (f"{self.mean:+.3f} ± {self.standard_error:.3f} (seed by seed "

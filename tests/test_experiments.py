@@ -125,6 +125,20 @@ def test_compare_seeds_is_a_paired_t_test_at_five_percent():
     assert not compare_seeds([0.5] * 8, [0.5] * 8).shown
 
 
+def test_smallest_shown_is_the_edge_of_the_verdict():
+    """The smallest mean difference a comparison reads as shown at its spread: just above it is shown,
+    just below it is not, with the same spread."""
+    edge = compare_seeds([0, 0, 0], [0.1, 0.2, 0.3]).smallest_shown
+    assert edge == pytest.approx(4.303 * 0.1 / math.sqrt(3))
+    assert compare_seeds([0, 0, 0], [edge - 0.1 + 0.001 + d for d in (0.0, 0.1, 0.2)]).shown
+    assert not compare_seeds([0, 0, 0], [edge - 0.1 - 0.001 + d for d in (0.0, 0.1, 0.2)]).shown
+    assert compare_seeds([0, 0, 0, 0], [0.1, 0.2, 0.3, 0.25]).smallest_shown == pytest.approx(
+        3.182 * statistics.stdev([0.1, 0.2, 0.3, 0.25]) / 2)
+    assert compare_seeds([1.0] * 3, [0.0] * 3).smallest_shown == math.inf  # no spread, 3 seeds: never shown
+    assert compare_seeds([1.0] * 6, [0.0] * 6).smallest_shown == 0.0  # 6 seeds one way: the sign test shows it
+    assert math.isnan(compare_seeds([1.0, 1.0], [0.0, 0.0]).smallest_shown)
+
+
 @pytest.mark.parametrize(
     "call, message",
     [
