@@ -42,7 +42,7 @@ from .llm import DecoderConfig, DecoderLM
 from .mla import MLAConfig, MLADecoderLM
 
 __all__ = ["python_source", "Recipe", "RECIPES", "build", "train", "first_steps", "held_out_loss", "load",
-           "card", "save", "zoo_bytes", "ZOO_BUDGET_BYTES", "logits_and_weights"]
+           "card", "save", "zoo_bytes", "ZOO_BUDGET_BYTES", "logits_and_weights", "output_gates"]
 
 CORPUS = "data/python_stdlib.txt.gz"
 SEPARATOR = "\x1e"  # between files in the shipped snapshot (scripts/make_python_source.py)
@@ -155,11 +155,16 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
            purpose="code-llama with a learned sink per head (gpt-oss's sinks), to read where trained heads put the "
                    "weight the sink offers them, seed by seed against code-llama",
            model="DecoderLM", config=dict(_LLAMA_BLOCK, sinks=True), steps=3000),
+    Recipe(name="code-llama-gate", chapter="Attention in today's open models",
+           purpose="code-llama with a gated output (Qwen3-Next's: each head's output times a sigmoid of the layer's "
+                   "input, channel by channel), to read how far trained heads close their gates, seed by seed "
+                   "against code-llama and code-llama-sink",
+           model="DecoderLM", config=dict(_LLAMA_BLOCK, attn_output_gate=True), steps=3000),
 )}
 # Seeds 1 and 2 of the models chapters 13 and 18 compare, so that each comparison is read against their spread.
 SEEDS = (0, 1, 2)
 for _base, _reader in (("code-llama", "chapter 13"), ("code-alibi", "chapter 13"),
-                       ("code-llama-sink", "chapter 18"), ("code-llama-mqa", "chapter 17"), ("code-mla", "chapter 17")):
+                       ("code-llama-sink", "chapter 18"), ("code-llama-gate", "chapter 18"), ("code-llama-mqa", "chapter 17"), ("code-mla", "chapter 17")):
     for _seed in SEEDS[1:]:
         RECIPES[f"{_base}-seed{_seed}"] = dataclasses.replace(
             RECIPES[_base], name=f"{_base}-seed{_seed}", seed=_seed,
@@ -370,6 +375,32 @@ def logits_and_weights(model: nn.Module, tokens: Tensor) -> tuple[Tensor, list[T
         for hook in hooks:
             hook.remove()
     return logits, weights
+
+
+@torch.no_grad()
+def output_gates(model: DecoderLM, tokens: Tensor) -> list[Tensor]:
+    """The output gate's values ``sigmoid(x W_G)``, one ``(B, H, L, d_k)`` per layer, for a
+    :class:`lessons_src.DecoderLM` with ``attn_output_gate=True`` (Qwen3-Next's gate: each channel of each
+    head's output is multiplied by its value; 0 shuts it, 1 lets it through). Taught in the chapter
+    "Attention in today's open models"."""
+    check.tokens(tokens, "output_gates")
+    if not isinstance(model, DecoderLM) or not model.config.attn_output_gate:
+        raise ValueError("output_gates: model must be a DecoderLM with attn_output_gate=True, got "
+                         + (f"{type(model).__name__}" if not isinstance(model, DecoderLM) else "attn_output_gate=False"))
+    gates: list[Tensor] = []
+
+    def keep(module, inputs):  # inputs[0]: what the layer gives its attention (x, after the norm in a pre-norm block)
+        B, L, _ = inputs[0].shape
+        gate = module._project(inputs[0], 0)[3]  # (B, L, H d_k), before the sigmoid
+        gates.append(torch.sigmoid(gate).view(B, L, module.config.num_heads, -1).transpose(1, 2))
+
+    hooks = [layer.self_attn.register_forward_pre_hook(keep) for layer in model.layers]
+    try:
+        model(tokens)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return gates
 
 
 def zoo_bytes() -> int:

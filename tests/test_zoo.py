@@ -139,6 +139,34 @@ def test_the_sink_models_differ_from_code_llama_only_by_their_sinks():
         "with the same seed, every weight the two models share should start from the same draw")
 
 
+def test_the_gate_models_differ_from_code_llama_only_by_their_gate():
+    """Chapter 18 reads code-llama-gate against code-llama seed by seed: the same recipe and batches, the
+    gated output the one difference (its q_proj is twice as wide, so the first weights are other draws)."""
+    for plain, gated in zip(zoo.seeds("code-llama"), zoo.seeds("code-llama-gate"), strict=True):
+        a, b = zoo.RECIPES[plain], zoo.RECIPES[gated]
+        assert b.config == dict(a.config, attn_output_gate=True), f"{gated} should be {plain} with a gated output"
+        assert zoo.dataclasses.replace(b, name=a.name, purpose=a.purpose, chapter=a.chapter, config=a.config) == a
+
+
+def test_output_gates_are_the_sigmoid_that_multiplies_each_heads_output():
+    torch.manual_seed(0)
+    model = zoo.build(zoo.RECIPES["code-llama-gate"], 10).eval()
+    tokens = torch.randint(0, 10, (2, 12), generator=torch.Generator().manual_seed(1))
+    gates = zoo.output_gates(model, tokens)
+    assert len(gates) == 4 and gates[0].shape == (2, 4, 12, 32), [tuple(g.shape) for g in gates]
+    attention, x = model.layers[0].self_attn, model.layers[0].input_layernorm(model.embed_tokens(tokens))
+    by_hand = torch.sigmoid(attention.q_proj(x).view(2, 12, 4, 2, 32)[:, :, :, 1]).transpose(1, 2)  # [query | gate]
+    torch.testing.assert_close(gates[0], by_hand)
+    with torch.no_grad():  # the gate's rows of q_proj at 0 (no bias): every gate of layer 0 is sigmoid(0)
+        attention.q_proj.weight.view(4, 2, 32, 128)[:, 1] = 0
+    assert torch.equal(zoo.output_gates(model, tokens)[0], torch.full((2, 4, 12, 32), 0.5)), \
+        "output_gates should read the gate's rows of q_proj, not the query's"
+    with pytest.raises(ValueError, match="attn_output_gate=True, got attn_output_gate=False"):
+        zoo.output_gates(zoo.build(zoo.RECIPES["code-llama"], 10), tokens)
+    with pytest.raises(ValueError, match="output_gates: tokens must be an int64 tensor"):
+        zoo.output_gates(model, tokens.float())
+
+
 def test_the_cache_variants_differ_from_code_llama_in_attention_only():
     """Chapter 17 reads code-llama (MHA), code-llama-mqa and code-mla seed by seed: the same recipe and
     batches, the same block around attention; MQA and MLA cache the same numbers per token and layer."""
