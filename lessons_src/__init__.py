@@ -61,6 +61,7 @@ from .encoder import (
 from .experiments import (
     SeedComparison,
     compare_seeds,
+    compare_unpaired,
     position_only_loss,
     reach_loss,
     train_trigger,
@@ -202,6 +203,7 @@ __all__ = [
     "ModelExplorer",
     "SeedComparison",
     "compare_seeds",
+    "compare_unpaired",
     "position_only_loss",
     "reach_loss",
     "train_trigger",

@@ -5,7 +5,9 @@
   appeared so far, else 0. A head that looks for the trigger solves it; a head that cannot see far
   enough back cannot.
 - :func:`train_trigger`: one small :class:`lessons_src.DecoderLM` per variant, every variant on the same
-  batches from the same initial draw, so that differences between them are paired seed by seed.
+  batches from the same seed, so that differences between them are paired seed by seed (the same initial
+  draw where the variants' weights have the same shapes; a wider weight, such as a gate's ``q_proj``, makes
+  every weight drawn after it another draw).
 - :func:`answer_loss`, :func:`position_only_loss`, :func:`reach_loss`: the loss of a model, of the best
   answer that reads only the position, and of the best answer that sees only the last keys a stack of
   sliding windows can reach (the ideal model with that reach).
@@ -31,7 +33,7 @@ from .language_model import CharTokenizer
 from .llm import HF_LLAMA_SWITCHES, DecoderConfig, DecoderLM
 
 __all__ = ["BOS", "TRIGGER", "TRIGGER_VOCAB", "TRIGGER_CHARS", "trigger_tokenizer", "trigger_batch", "answer_loss", "position_only_loss", "reach_loss",
-           "train_trigger", "SeedComparison", "compare_seeds"]
+           "train_trigger", "SeedComparison", "compare_seeds", "compare_unpaired"]
 
 BOS, TRIGGER = 0, 1
 TRIGGER_VOCAB = 10  # BOS, the trigger, letters 2-9
@@ -128,8 +130,8 @@ def train_trigger(variants: dict[str, dict], seed: int, lr: float, steps: int, *
                   ) -> tuple[dict[str, DecoderLM], dict[str, float]]:
     """Train one Llama-style :class:`DecoderLM` per variant (its switches of :class:`DecoderConfig`).
 
-    Every variant sees the same batches (drawn from ``seed``) from the same initial draw
-    (``torch.manual_seed(seed)``), with AdamW at ``lr`` for ``steps`` steps, so the differences between
+    Every variant sees the same batches (drawn from ``seed``) and starts from ``torch.manual_seed(seed)``
+    (the same initial draw where the shapes agree; after a wider weight, another draw), with AdamW at ``lr`` for ``steps`` steps, so the differences between
     variants are paired seed by seed. Returns the models (in eval mode) and each one's loss on ``test``
     (default: 512 sequences from seed 1000). A run that diverges reports its loss as it is (``nan`` or
     large). Taught in the chapter "Attention in today's open models".
@@ -185,6 +187,7 @@ class SeedComparison:
     mean: float
     standard_error: float
     shown: bool
+    degrees: float = math.nan  # Welch's degrees of freedom for :func:`compare_unpaired`; nan for the paired test
 
     @property
     def smallest_shown(self) -> float:
@@ -195,12 +198,19 @@ class SeedComparison:
         n = len(self.differences)
         if math.isnan(self.standard_error):
             return math.nan
+        if not math.isnan(self.degrees):  # unpaired (Welch): no spread means no test
+            return _t_critical(int(self.degrees)) * self.standard_error if self.standard_error > 0 else math.inf
         if self.standard_error == 0:
             return 0.0 if 2 * 0.5 ** n < 0.05 else math.inf
         return _t_critical(n - 1) * self.standard_error
 
     def __str__(self) -> str:
         verdict = "shown" if self.shown else "not shown at this scale"
+        if not math.isnan(self.degrees):  # unpaired: Welch's t against its critical value
+            t, critical = ((self.mean / self.standard_error, self.smallest_shown / self.standard_error)
+                           if self.standard_error > 0 else (math.nan, math.nan))
+            return (f"{self.mean:+.3f} ± {self.standard_error:.3f} (unpaired, Welch's t {t:+.2f} against "
+                    f"{critical:.2f}, {self.degrees:.1f} degrees of freedom): {verdict}")
         return (f"{self.mean:+.3f} ± {self.standard_error:.3f} (seed by seed "
                 f"{', '.join(f'{d:+.3f}' for d in self.differences)}): {verdict}")
 
@@ -208,7 +218,9 @@ class SeedComparison:
 def compare_seeds(a: list[float], b: list[float]) -> SeedComparison:
     """Read ``b - a`` (one value per seed, the same seeds in the same order, paired) with a paired t-test.
 
-    The differences ``b_s - a_s`` are paired: both variants saw the same batches from the same initial draw.
+    The differences ``b_s - a_s`` are paired: both variants saw the same batches from the same seed (and the
+    same initial draw, where their weights have the same shapes; where they do not, see
+    :func:`compare_unpaired`).
     Their mean counts as *shown* when there are at least 3 seeds, every value is finite, and the mean is
     further from 0 than the two-sided 5% critical value of Student's t (``seeds - 1`` degrees of freedom)
     times its standard error ``sd / sqrt(seeds)``; otherwise it is "not shown at this scale" (it may still
@@ -231,3 +243,29 @@ def compare_seeds(a: list[float], b: list[float]) -> SeedComparison:
         return SeedComparison(differences, mean, 0.0, mean != 0 and 2 * 0.5 ** len(differences) < 0.05)
     shown = abs(mean) > _t_critical(len(differences) - 1) * standard_error
     return SeedComparison(differences, mean, standard_error, shown)
+
+
+def compare_unpaired(a: list[float], b: list[float]) -> SeedComparison:
+    """Read ``mean(b) - mean(a)`` against each variant's own spread over its seeds, without pairing them:
+    Welch's t-test at the 5% level (two-sided), for variants whose seeds share their batches but not their
+    first weights (their shapes differ), where pairing need not remove the seeds' noise and
+    :func:`compare_seeds` can be too confident. The standard error is ``sqrt(var_a / n_a + var_b / n_b)``,
+    the degrees of freedom Welch-Satterthwaite's, rounded down to the table's next entry (stricter). Shown
+    needs at least 3 seeds each, finite values and some spread. ``differences`` holds ``b_s - a_s`` seed by
+    seed for printing. Taught in the chapter "Attention in today's open models" (and used in "Multi-head
+    latent attention").
+    """
+    if len(a) < 1 or len(b) < 1:
+        raise ValueError(f"compare_unpaired: a and b need one value per seed each: got {len(a)} and {len(b)}")
+    a, b = [float(x) for x in a], [float(y) for y in b]
+    differences = tuple(y - x for x, y in zip(a, b))
+    mean = statistics.mean(b) - statistics.mean(a)
+    if min(len(a), len(b)) < 3 or not all(math.isfinite(v) for v in a + b):
+        return SeedComparison(differences, mean, math.nan, False, degrees=math.nan)
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    standard_error = math.sqrt(va + vb)
+    if standard_error == 0:
+        return SeedComparison(differences, mean, 0.0, False, degrees=float(len(a) + len(b) - 2))
+    degrees = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    shown = abs(mean) > _t_critical(int(degrees)) * standard_error
+    return SeedComparison(differences, mean, standard_error, shown, degrees=degrees)

@@ -14,6 +14,7 @@ from lessons_src.experiments import (
     TRIGGER,
     answer_loss,
     compare_seeds,
+    compare_unpaired,
     position_only_loss,
     reach_loss,
     train_trigger,
@@ -123,6 +124,26 @@ def test_compare_seeds_is_a_paired_t_test_at_five_percent():
     assert not compare_seeds([1.0, 1.0, 1.0], [0.0, 0.0, 0.0]).shown
     assert not compare_seeds([0] * 5, [1] * 5).shown and compare_seeds([0] * 6, [1] * 6).shown
     assert not compare_seeds([0.5] * 8, [0.5] * 8).shown
+
+
+def test_compare_unpaired_is_welchs_t_test_on_each_variants_own_spread():
+    a, b = [1.194, 1.197, 1.198], [1.185, 1.191, 1.190]  # code-llama and code-llama-gate, held-out loss
+    unpaired = compare_unpaired(a, b)
+    va, vb = statistics.variance(a) / 3, statistics.variance(b) / 3
+    assert unpaired.standard_error == pytest.approx(math.sqrt(va + vb))
+    assert unpaired.degrees == pytest.approx((va + vb) ** 2 / (va ** 2 / 2 + vb ** 2 / 2))
+    t = unpaired.mean / unpaired.standard_error  # -3.6 at 3.6 degrees of freedom: against 3.182 (3, stricter)
+    assert unpaired.shown == (abs(t) > 3.182) and unpaired.smallest_shown == pytest.approx(3.182 * unpaired.standard_error)
+    assert "unpaired, Welch's t" in str(unpaired)
+    # Seeds that scatter as much as the difference: the paired test shows it (the differences agree), Welch's not.
+    plain, other = [1.00, 1.02, 1.04], [1.011, 1.029, 1.052]
+    assert compare_seeds(plain, other).shown and not compare_unpaired(plain, other).shown
+    # A clear gap with little spread is shown unpaired too; fewer than 3 seeds, or a nan, never.
+    assert compare_unpaired([1.0, 1.01, 1.02], [1.5, 1.52, 1.49]).shown
+    assert not compare_unpaired([1.0, 1.0], [2.0, 2.0]).shown and not compare_unpaired([1, 2, 3], [1, 2, math.nan]).shown
+    assert not compare_unpaired([1.0] * 3, [2.0] * 3).shown  # no spread: no test
+    with pytest.raises(ValueError, match="compare_unpaired: a and b need one value per seed"):
+        compare_unpaired([], [1.0])
 
 
 def test_smallest_shown_is_the_edge_of_the_verdict():
