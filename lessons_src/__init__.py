@@ -46,7 +46,7 @@ from . import zoo  # lessons_src.zoo.load(name): the trained models
 from .alibi import alibi_bias, alibi_slopes
 from .attention import scaled_dot_product_attention
 from .data import reversal_batch, shift_batch
-from .device import default_device, one_cpu_thread, seed_everything
+from .device import default_device, one_cpu_thread, run_in_parallel, seed_everything
 from .efficient import elu_feature_map, fused_attention, linear_attention
 from .encoder import (
     DecoderBlock,
@@ -126,6 +126,7 @@ __all__ = [
     "default_device",
     "seed_everything",
     "one_cpu_thread",
+    "run_in_parallel",
     "split_heads",
     "merge_heads",
     "MultiHeadAttention",
