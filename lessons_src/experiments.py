@@ -19,6 +19,7 @@ Taught in the chapter "Attention in today's open models".
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass
@@ -188,31 +189,41 @@ class SeedComparison:
     standard_error: float
     shown: bool
     degrees: float = math.nan  # Welch's degrees of freedom for :func:`compare_unpaired`; nan for the paired test
+    paired: bool = True  # False: :func:`compare_unpaired` (Welch's t on each variant's own spread)
 
     @property
     def smallest_shown(self) -> float:
         """The smallest mean difference (in size) this test reads as shown at this spread of the seeds: the
-        t critical value times the standard error; a smaller real difference would pass unseen. With no
-        spread the sign test decides: 0 from 6 seeds (any difference), infinity below; nan where the test
-        cannot run (fewer than 3 seeds, or a value that is not finite)."""
-        n = len(self.differences)
+        t critical value times the standard error; a smaller real difference would more likely than not pass
+        unseen. With no spread the paired test's sign test decides (0 from 6 seeds: any difference;
+        infinity below) and the unpaired test cannot run (infinity); nan where no test can run (fewer than 3
+        seeds, or a value that is not finite). :func:`compare_seeds` and :func:`compare_unpaired` read a
+        difference as shown exactly when it is larger than this."""
         if math.isnan(self.standard_error):
             return math.nan
-        if not math.isnan(self.degrees):  # unpaired (Welch): no spread means no test
+        if not self.paired:
             return _t_critical(int(self.degrees)) * self.standard_error if self.standard_error > 0 else math.inf
         if self.standard_error == 0:
-            return 0.0 if 2 * 0.5 ** n < 0.05 else math.inf
-        return _t_critical(n - 1) * self.standard_error
+            return 0.0 if 2 * 0.5 ** len(self.differences) < 0.05 else math.inf
+        return _t_critical(len(self.differences) - 1) * self.standard_error
 
     def __str__(self) -> str:
         verdict = "shown" if self.shown else "not shown at this scale"
-        if not math.isnan(self.degrees):  # unpaired: Welch's t against its critical value
-            t, critical = ((self.mean / self.standard_error, self.smallest_shown / self.standard_error)
-                           if self.standard_error > 0 else (math.nan, math.nan))
-            return (f"{self.mean:+.3f} ± {self.standard_error:.3f} (unpaired, Welch's t {t:+.2f} against "
-                    f"{critical:.2f}, {self.degrees:.1f} degrees of freedom): {verdict}")
-        return (f"{self.mean:+.3f} ± {self.standard_error:.3f} (seed by seed "
-                f"{', '.join(f'{d:+.3f}' for d in self.differences)}): {verdict}")
+        if self.paired:
+            return (f"{self.mean:+.3f} ± {self.standard_error:.3f} (seed by seed "
+                    f"{', '.join(f'{d:+.3f}' for d in self.differences)}): {verdict}")
+        if math.isnan(self.standard_error):
+            return f"{self.mean:+.3f} (unpaired; Welch's t needs 3 finite values each): {verdict}"
+        if self.standard_error == 0:
+            return f"{self.mean:+.3f} ± 0.000 (unpaired; no spread in either variant, no t to read): {verdict}"
+        return (f"{self.mean:+.3f} ± {self.standard_error:.3f} (unpaired, Welch's t "
+                f"{self.mean / self.standard_error:+.2f} against {self.smallest_shown / self.standard_error:.2f}, "
+                f"{self.degrees:.1f} degrees of freedom): {verdict}")
+
+
+def _read(comparison: SeedComparison) -> SeedComparison:
+    """The comparison with its verdict: shown exactly when its mean is further from 0 than ``smallest_shown``."""
+    return dataclasses.replace(comparison, shown=abs(comparison.mean) > comparison.smallest_shown)
 
 
 def compare_seeds(a: list[float], b: list[float]) -> SeedComparison:
@@ -237,12 +248,10 @@ def compare_seeds(a: list[float], b: list[float]) -> SeedComparison:
     finite = all(math.isfinite(d) for d in differences)
     if len(differences) < 3 or not finite:
         return SeedComparison(differences, mean, math.nan, False)
+    # With no spread (every seed differs by the same amount, as 0/1 outcomes can), smallest_shown is the exact
+    # two-sided sign test's: n seeds all one way have probability 2 / 2^n by chance.
     standard_error = statistics.stdev(differences) / math.sqrt(len(differences))
-    if standard_error == 0:  # every seed differs by the same amount (0/1 outcomes do): no spread for a t-test to
-        # read, so the exact two-sided sign test decides: n seeds all one way have probability 2 / 2^n by chance
-        return SeedComparison(differences, mean, 0.0, mean != 0 and 2 * 0.5 ** len(differences) < 0.05)
-    shown = abs(mean) > _t_critical(len(differences) - 1) * standard_error
-    return SeedComparison(differences, mean, standard_error, shown)
+    return _read(SeedComparison(differences, mean, standard_error, False))
 
 
 def compare_unpaired(a: list[float], b: list[float]) -> SeedComparison:
@@ -261,11 +270,10 @@ def compare_unpaired(a: list[float], b: list[float]) -> SeedComparison:
     differences = tuple(y - x for x, y in zip(a, b))
     mean = statistics.mean(b) - statistics.mean(a)
     if min(len(a), len(b)) < 3 or not all(math.isfinite(v) for v in a + b):
-        return SeedComparison(differences, mean, math.nan, False, degrees=math.nan)
+        return SeedComparison(differences, mean, math.nan, False, paired=False)
     va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
     standard_error = math.sqrt(va + vb)
-    if standard_error == 0:
-        return SeedComparison(differences, mean, 0.0, False, degrees=float(len(a) + len(b) - 2))
+    if standard_error == 0:  # no spread in either variant: no test (smallest_shown is infinite)
+        return SeedComparison(differences, mean, 0.0, False, degrees=float(len(a) + len(b) - 2), paired=False)
     degrees = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-    shown = abs(mean) > _t_critical(int(degrees)) * standard_error
-    return SeedComparison(differences, mean, standard_error, shown, degrees=degrees)
+    return _read(SeedComparison(differences, mean, standard_error, False, degrees=degrees, paired=False))

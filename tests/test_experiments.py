@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 import statistics
 
 import pytest
@@ -142,6 +143,10 @@ def test_compare_unpaired_is_welchs_t_test_on_each_variants_own_spread():
     assert compare_unpaired([1.0, 1.01, 1.02], [1.5, 1.52, 1.49]).shown
     assert not compare_unpaired([1.0, 1.0], [2.0, 2.0]).shown and not compare_unpaired([1, 2, 3], [1, 2, math.nan]).shown
     assert not compare_unpaired([1.0] * 3, [2.0] * 3).shown  # no spread: no test
+    # Where no test can run it still says it is the unpaired reading, and why it shows nothing.
+    few, flat = compare_unpaired([1.0, 1.0], [2.0, 2.0]), compare_unpaired([1.0] * 3, [2.0] * 3)
+    assert not few.paired and "unpaired; Welch's t needs 3 finite values each" in str(few) and math.isnan(few.smallest_shown)
+    assert "unpaired; no spread" in str(flat) and flat.smallest_shown == math.inf
     with pytest.raises(ValueError, match="compare_unpaired: a and b need one value per seed"):
         compare_unpaired([], [1.0])
 
@@ -174,3 +179,13 @@ def test_smallest_shown_is_the_edge_of_the_verdict():
 def test_bad_input_is_named(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_every_verdict_is_its_mean_against_smallest_shown():
+    generator = random.Random(0)
+    for _ in range(300):
+        n = generator.choice([3, 4, 6, 8])
+        a = [generator.gauss(1, 0.05) for _ in range(n)]
+        b = [x + generator.gauss(0.03, 0.05) for x in a]
+        for comparison in (compare_seeds(a, b), compare_unpaired(a, b)):
+            assert comparison.shown == (abs(comparison.mean) > comparison.smallest_shown), str(comparison)
