@@ -3,6 +3,7 @@ contents checked, and the wheel installed (not editable) in a fresh venv, every 
 from outside the repository (scripts/check_dist.py)."""
 
 import io
+import json
 import shutil
 import subprocess
 import sys
@@ -79,3 +80,18 @@ def test_a_wrong_version_is_caught(dist, tmp_path):
         shutil.copy(archive, tmp_path / archive.name.replace(check_dist.version(), "9.9.9"))
     problems = check_dist.check(tmp_path)
     assert any("version is not lessons_src.__version__" in p for p in problems), problems
+
+
+def test_the_website_extra_installs_what_the_pages_run(dist, tmp_path):
+    """``scripts/site.sh`` installs ``lessons_src[book]`` and executes every page, chapter 18's offline stand-in
+    too, which writes and reads a checkpoint with ``tokenizers``. pip resolves the built wheel's ``[book]`` extra
+    from scratch (``--ignore-installed``, nothing installed) and must bring what the pages import."""
+    wheel, _ = _archives(dist)
+    report = tmp_path / "report.json"
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+                           "--disable-pip-version-check", "--report", str(report), f"{wheel}[book]"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    resolved = {item["metadata"]["name"].lower().replace("_", "-") for item in json.loads(report.read_text())["install"]}
+    for needed in ("jupyter-book", "ipykernel", "tokenizers", "huggingface-hub", "safetensors", "torch", "ipywidgets"):
+        assert needed in resolved, f"lessons_src[book] does not bring {needed}: the website build would fail without it"
