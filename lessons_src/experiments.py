@@ -34,7 +34,7 @@ from .language_model import CharTokenizer
 from .llm import HF_LLAMA_SWITCHES, DecoderConfig, DecoderLM
 
 __all__ = ["BOS", "TRIGGER", "TRIGGER_VOCAB", "TRIGGER_CHARS", "trigger_tokenizer", "trigger_batch", "answer_loss", "position_only_loss", "reach_loss",
-           "train_trigger", "SeedComparison", "compare_seeds", "compare_unpaired"]
+           "train_trigger", "SeedComparison", "compare_seeds", "compare_unpaired", "student_t_critical"]
 
 BOS, TRIGGER = 0, 1
 TRIGGER_VOCAB = 10  # BOS, the trigger, letters 2-9
@@ -175,6 +175,32 @@ def _t_critical(degrees: int) -> float:
     if degrees > 30:
         return 1.96
     return _T_CRITICAL[max(d for d in _T_CRITICAL if d <= degrees)]  # the next smaller table entry: stricter
+
+
+def student_t_critical(degrees: float) -> float:
+    """The two-sided 5% critical value of Student's t at ``degrees`` degrees of freedom, any real number > 0 (such
+    as Welch's 3.6): the ``x`` with ``P(|T| > x) = 0.05``, by bisection on the distribution function, which
+    Simpson's rule integrates from the density. The tests read the table's entry at the degrees rounded down
+    (stricter); this gives the exact value beside it. Agrees with the table to its three decimals. Taught in the
+    chapter "Attention in today's open models"."""
+    if isinstance(degrees, bool) or not isinstance(degrees, (int, float)) or not 0 < degrees < math.inf:
+        raise ValueError(f"student_t_critical: degrees must be a finite number > 0, got {degrees!r}")
+    log_scale = math.lgamma((degrees + 1) / 2) - math.lgamma(degrees / 2) - 0.5 * math.log(degrees * math.pi)
+
+    def tail_beyond(x: float, intervals: int = 2000) -> float:  # P(T > x) = 1/2 - the density's integral on [0, x]
+        h = x / intervals
+        density = [math.exp(log_scale - (degrees + 1) / 2 * math.log1p((i * h) ** 2 / degrees))
+                   for i in range(intervals + 1)]
+        integral = h / 3 * (density[0] + density[-1] + 4 * sum(density[1:-1:2]) + 2 * sum(density[2:-1:2]))
+        return 0.5 - integral
+
+    low, high = 0.0, 1.0
+    while tail_beyond(high) > 0.025:  # widen until the 2.5% point is inside
+        low, high = high, 2 * high
+    for _ in range(50):
+        middle = (low + high) / 2
+        low, high = (middle, high) if tail_beyond(middle) > 0.025 else (low, middle)
+    return (low + high) / 2
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from lessons_src.experiments import (
     compare_unpaired,
     position_only_loss,
     reach_loss,
+    student_t_critical,
     train_trigger,
     trigger_batch,
 )
@@ -189,3 +190,15 @@ def test_every_verdict_is_its_mean_against_smallest_shown():
         b = [x + generator.gauss(0.03, 0.05) for x in a]
         for comparison in (compare_seeds(a, b), compare_unpaired(a, b)):
             assert comparison.shown == (abs(comparison.mean) > comparison.smallest_shown), str(comparison)
+
+
+def test_student_t_critical_is_the_exact_two_sided_five_percent_point():
+    # The published table (three decimals) at whole degrees of freedom, and the normal's 1.960 far out.
+    for degrees, value in {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 10: 2.228, 30: 2.042}.items():
+        assert student_t_critical(degrees) == pytest.approx(value, abs=6e-4), degrees
+    assert student_t_critical(1e6) == pytest.approx(1.960, abs=1e-3)
+    # Between whole degrees it lies between their values: Welch's 3.6 falls between 3 and 4.
+    assert 2.776 < student_t_critical(3.6) < 3.182
+    for bad in (0, -1.0, math.inf, math.nan, True, "3"):
+        with pytest.raises(ValueError, match="degrees must be a finite number > 0"):
+            student_t_critical(bad)
