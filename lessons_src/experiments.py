@@ -128,14 +128,15 @@ def reach_loss(tokens: Tensor, answers: Tensor, reach: int, knows_position: bool
 def train_trigger(variants: dict[str, dict], seed: int, lr: float, steps: int, *, length: int = 16,
                   first: str = "bos", d_model: int = 16, num_heads: int = 2, num_layers: int = 1,
                   batch_size: int = 32, test: tuple[Tensor, Tensor] | None = None,
-                  ) -> tuple[dict[str, DecoderLM], dict[str, float]]:
+                  ) -> tuple[dict[str, DecoderLM], dict[str, float], dict[str, float]]:
     """Train one Llama-style :class:`DecoderLM` per variant (its switches of :class:`DecoderConfig`).
 
     Every variant sees the same batches (drawn from ``seed``) and starts from ``torch.manual_seed(seed)``
     (the same initial draw where the shapes agree; after a wider weight, another draw), with AdamW at ``lr`` for ``steps`` steps, so the differences between
-    variants are paired seed by seed. Returns the models (in eval mode) and each one's loss on ``test``
-    (default: 512 sequences from seed 1000). A run that diverges reports its loss as it is (``nan`` or
-    large). Taught in the chapter "Attention in today's open models".
+    variants are paired seed by seed. Returns the models (in eval mode), each one's loss on ``test``
+    (default: 512 sequences from seed 1000) and each one's largest loss on a training batch (the spikes a
+    high learning rate gives on the way: a run can spike and then settle). A run that diverges reports its
+    losses as they are (``nan`` or large). Taught in the chapter "Attention in today's open models".
     """
     where = "train_trigger"
     for name, value in (("steps", steps), ("length", length), ("batch_size", batch_size)):
@@ -145,7 +146,7 @@ def train_trigger(variants: dict[str, dict], seed: int, lr: float, steps: int, *
     if test is None:
         test = trigger_batch(512, length, torch.Generator().manual_seed(1000), first)
     batches = torch.Generator().manual_seed(seed)
-    models, optimizers = {}, {}
+    models, optimizers, peaks = {}, {}, {}
     for name, switches in variants.items():
         torch.manual_seed(seed)
         models[name] = DecoderLM(DecoderConfig(vocab_size=TRIGGER_VOCAB, d_model=d_model, num_heads=num_heads,
@@ -157,12 +158,14 @@ def train_trigger(variants: dict[str, dict], seed: int, lr: float, steps: int, *
             x, y = trigger_batch(batch_size, length, batches, first)
             for name, model in models.items():
                 loss = answer_loss(model, x, y)
+                value, previous = loss.item(), peaks.get(name, -math.inf)
+                peaks[name] = value if math.isnan(value) or value > previous else previous  # a nan stays
                 optimizers[name].zero_grad()
                 loss.backward()
                 optimizers[name].step()
         with torch.no_grad():
             losses = {name: answer_loss(model.eval(), *test).item() for name, model in models.items()}
-    return models, losses
+    return models, losses, peaks
 
 
 # Two-sided 5% critical values of Student's t, by degrees of freedom (seeds - 1); 1.96 beyond 30.
@@ -282,9 +285,10 @@ def compare_seeds(a: list[float], b: list[float]) -> SeedComparison:
 
 def compare_unpaired(a: list[float], b: list[float]) -> SeedComparison:
     """Read ``mean(b) - mean(a)`` against each variant's own spread over its seeds, without pairing them:
-    Welch's t-test at the 5% level (two-sided), for variants whose seeds share their batches but not their
-    first weights (their shapes differ), where pairing need not remove the seeds' noise and
-    :func:`compare_seeds` can be too confident. The standard error is ``sqrt(var_a / n_a + var_b / n_b)``,
+    Welch's t-test at the 5% level (two-sided). For variants whose seeds share their batches but not all
+    their first weights (their shapes differ), the paired test of :func:`compare_seeds` stays valid (less
+    shared noise only makes it less sensitive); the pages read such pairs both ways and count a difference
+    as shown only when both tests show it, a stricter convention. The standard error is ``sqrt(var_a / n_a + var_b / n_b)``,
     the degrees of freedom Welch-Satterthwaite's, rounded down to the table's next entry (stricter). Shown
     needs at least 3 seeds each, finite values and some spread. ``differences`` holds ``b_s - a_s`` seed by
     seed for printing. Taught in the chapter "Attention in today's open models" (and used in "Multi-head

@@ -10,9 +10,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from lessons_src import DecoderConfig, DecoderLM
 from lessons_src.experiments import (
     BOS,
+    HF_LLAMA_SWITCHES,
     TRIGGER,
+    TRIGGER_VOCAB,
     answer_loss,
     compare_seeds,
     compare_unpaired,
@@ -88,16 +91,30 @@ def test_the_reach_baseline_is_the_loss_of_the_ideal_windowed_answer():
 def test_the_trainer_pairs_its_variants_and_a_mechanism_decides_the_task():
     tokens, answers = trigger_batch(256, 24, torch.Generator().manual_seed(1000))
     variants = {"global": {}, "same again": {}, "sliding": dict(sliding_window=4)}
-    models, losses = train_trigger(variants, 0, 0.03, 60, length=24, num_layers=2, test=(tokens, answers))
+    models, losses, peaks = train_trigger(variants, 0, 0.03, 60, length=24, num_layers=2, test=(tokens, answers))
     # The same switches from the same seed on the same batches: the same model, bit for bit.
     for a, b in zip(models["global"].parameters(), models["same again"].parameters()):
         assert torch.equal(a, b)
-    assert losses["global"] == losses["same again"]
+    assert losses["global"] == losses["same again"] and peaks["global"] == peaks["same again"]
     # Two sliding layers of width 4 see 6 keys back: never better than the ideal model with that reach.
     assert losses["sliding"] > reach_loss(tokens, answers, 6) - 0.01
     assert losses["global"] < reach_loss(tokens, answers, 6)
     with torch.no_grad():
         assert answer_loss(models["global"], tokens, answers).item() == pytest.approx(losses["global"])
+    # The largest training loss is at least the first batch's, which an untrained model gives near ln 2.
+    torch.manual_seed(0)
+    untrained = DecoderLM(DecoderConfig(vocab_size=TRIGGER_VOCAB, d_model=16, num_heads=2, num_layers=2, max_len=25,
+                                        **HF_LLAMA_SWITCHES))
+    first_batch = trigger_batch(32, 24, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        first_loss = answer_loss(untrained, *first_batch).item()
+    assert peaks["global"] >= first_loss, "the largest training loss should include the first step's"
+    assert all(peaks[name] > losses[name] for name in variants), "these runs all learn: the peak is the early loss"
+
+
+def test_the_trainers_peak_is_the_largest_training_loss_and_keeps_a_nan():
+    _, losses, peaks = train_trigger({"plain": {}}, 0, 1e30, 3)
+    assert math.isnan(peaks["plain"]) or peaks["plain"] > 1e3, f"a learning rate of 1e30 must blow up: {peaks}"
 
 
 def test_compare_seeds_is_a_paired_t_test_at_five_percent():
