@@ -128,15 +128,16 @@ def reach_loss(tokens: Tensor, answers: Tensor, reach: int, knows_position: bool
 def train_trigger(variants: dict[str, dict], seed: int, lr: float, steps: int, *, length: int = 16,
                   first: str = "bos", d_model: int = 16, num_heads: int = 2, num_layers: int = 1,
                   batch_size: int = 32, test: tuple[Tensor, Tensor] | None = None,
-                  ) -> tuple[dict[str, DecoderLM], dict[str, float], dict[str, float]]:
+                  ) -> tuple[dict[str, DecoderLM], dict[str, float], dict[str, list[float]]]:
     """Train one Llama-style :class:`DecoderLM` per variant (its switches of :class:`DecoderConfig`).
 
     Every variant sees the same batches (drawn from ``seed``) and starts from ``torch.manual_seed(seed)``
     (the same initial draw where the shapes agree; after a wider weight, another draw), with AdamW at ``lr`` for ``steps`` steps, so the differences between
     variants are paired seed by seed. Returns the models (in eval mode), each one's loss on ``test``
-    (default: 512 sequences from seed 1000) and each one's largest loss on a training batch (the spikes a
-    high learning rate gives on the way: a run can spike and then settle). A run that diverges reports its
-    losses as they are (``nan`` or large). Taught in the chapter "Attention in today's open models".
+    (default: 512 sequences from seed 1000) and each one's loss on its training batch at every step, in
+    order (the spikes a high learning rate gives on the way: a run can spike and then settle). A run that
+    diverges reports its losses as they are (``nan`` or large). Taught in the chapter "Attention in today's
+    open models".
     """
     where = "train_trigger"
     for name, value in (("steps", steps), ("length", length), ("batch_size", batch_size)):
@@ -146,26 +147,26 @@ def train_trigger(variants: dict[str, dict], seed: int, lr: float, steps: int, *
     if test is None:
         test = trigger_batch(512, length, torch.Generator().manual_seed(1000), first)
     batches = torch.Generator().manual_seed(seed)
-    models, optimizers, peaks = {}, {}, {}
+    models, optimizers, curves = {}, {}, {}
     for name, switches in variants.items():
         torch.manual_seed(seed)
         models[name] = DecoderLM(DecoderConfig(vocab_size=TRIGGER_VOCAB, d_model=d_model, num_heads=num_heads,
                                                num_layers=num_layers, max_len=1 + length,
                                                **{**HF_LLAMA_SWITCHES, **switches}))
         optimizers[name] = torch.optim.AdamW(models[name].parameters(), lr=lr, foreach=True)
+        curves[name] = []
     with one_cpu_thread():
         for _ in range(steps):
             x, y = trigger_batch(batch_size, length, batches, first)
             for name, model in models.items():
                 loss = answer_loss(model, x, y)
-                value, previous = loss.item(), peaks.get(name, -math.inf)
-                peaks[name] = value if math.isnan(value) or value > previous else previous  # a nan stays
+                curves[name].append(loss.item())
                 optimizers[name].zero_grad()
                 loss.backward()
                 optimizers[name].step()
         with torch.no_grad():
             losses = {name: answer_loss(model.eval(), *test).item() for name, model in models.items()}
-    return models, losses, peaks
+    return models, losses, curves
 
 
 # Two-sided 5% critical values of Student's t, by degrees of freedom (seeds - 1); 1.96 beyond 30.

@@ -50,8 +50,8 @@ def test_run_in_parallel_gives_the_loops_numbers_to_the_last_bit():
     torch.manual_seed(99)  # another state, which run_in_parallel must leave as the loop's last run does
     parallel = run_in_parallel(train_trigger, runs, processes=2)
     assert torch.equal(torch.get_rng_state(), after_loop), "the global generator should be left as after the loop"
-    for (models, losses, peaks), (their_models, their_losses, their_peaks) in zip(loop, parallel, strict=True):
-        assert losses == their_losses and peaks == their_peaks, "each run's losses should be the loop's, bit for bit"
+    for (models, losses, curves), (their_models, their_losses, their_curves) in zip(loop, parallel, strict=True):
+        assert losses == their_losses and curves == their_curves, "each run's losses should be the loop's, bit for bit"
         for name, model in models.items():
             for ours, theirs in zip(model.parameters(), their_models[name].parameters(), strict=True):
                 assert torch.equal(ours, theirs), f"{name}: a trained weight differs from the loop's"
