@@ -34,7 +34,7 @@ from .language_model import CharTokenizer
 from .llm import HF_LLAMA_SWITCHES, DecoderConfig, DecoderLM
 
 __all__ = ["BOS", "TRIGGER", "TRIGGER_VOCAB", "TRIGGER_CHARS", "trigger_tokenizer", "trigger_batch", "answer_loss", "position_only_loss", "reach_loss",
-           "train_trigger", "SeedComparison", "compare_seeds", "compare_unpaired", "student_t_critical"]
+           "train_trigger", "SeedComparison", "compare_seeds", "compare_unpaired", "student_t_critical", "sign_test"]
 
 BOS, TRIGGER = 0, 1
 TRIGGER_VOCAB = 10  # BOS, the trigger, letters 2-9
@@ -205,6 +205,26 @@ def student_t_critical(degrees: float) -> float:
         middle = (low + high) / 2
         low, high = (middle, high) if tail_beyond(middle) > 0.025 else (low, middle)
     return (low + high) / 2
+
+
+def sign_test(a: list[float], b: list[float]) -> float:
+    """The exact two-sided sign test of ``b - a``, paired seed by seed: the chance, with no real difference, of
+    signs at least as lopsided as these among the seeds where the two differ (ties dropped), ``min(1, 2 P(X <= k))``
+    for ``X ~ Binomial(n, 1/2)`` and ``k`` the rarer sign's count. It reads only the signs, so one seed's large
+    difference cannot carry it; on 0/1 outcomes (solved or not) it is McNemar's exact test. 1.0 when no seed
+    differs. Taught in the chapter "Attention in today's open models".
+    """
+    if len(a) != len(b) or not a:
+        raise ValueError(f"sign_test: a and b need one value per seed, the same seeds: got {len(a)} and {len(b)}")
+    if not all(math.isfinite(float(v)) for v in [*a, *b]):
+        raise ValueError("sign_test: every value must be finite")
+    ups = sum(float(y) > float(x) for x, y in zip(a, b))
+    downs = sum(float(y) < float(x) for x, y in zip(a, b))
+    n = ups + downs
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(ups, downs) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from lessons_src.experiments import (
     compare_unpaired,
     position_only_loss,
     reach_loss,
+    sign_test,
     student_t_critical,
     train_trigger,
     trigger_batch,
@@ -221,3 +222,20 @@ def test_student_t_critical_is_the_exact_two_sided_five_percent_point():
     for bad in (0, -1.0, math.inf, math.nan, True, "3"):
         with pytest.raises(ValueError, match="degrees must be a finite number > 0"):
             student_t_critical(bad)
+
+
+def test_sign_test_is_the_exact_binomial_tail_on_the_seeds_that_differ():
+    assert sign_test([0] * 5, [1] * 5) == pytest.approx(0.0625), "5 of 5 one way: 2 / 2^5"
+    assert sign_test([0] * 7, [1] * 7) == pytest.approx(2 / 2 ** 7)
+    six_of_twelve = [1.0] * 6 + [0.0] * 6
+    assert sign_test([0.0] * 12, six_of_twelve) == pytest.approx(2 / 2 ** 6), "ties (0 against 0) are dropped"
+    assert sign_test([0.5] * 12, [0.9] * 6 + [0.1] * 6) == 1.0, "six up, six down: no evidence"
+    expected = 2 * sum(math.comb(12, i) for i in range(6)) / 2 ** 12  # 7 up, 5 down
+    assert sign_test([0.0] * 12, [1.0] * 7 + [-1.0] * 5) == pytest.approx(expected)
+    assert sign_test([1.0, 2.0], [1.0, 2.0]) == 1.0, "no seed differs"
+    # The same verdict whichever way round, and blind to the size of a difference.
+    assert sign_test([1, 2, 3], [2, 3, 4]) == sign_test([2, 3, 4], [1, 2, 3]) == sign_test([1, 2, 3], [9, 9, 9])
+    with pytest.raises(ValueError, match="one value per seed"):
+        sign_test([1.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="finite"):
+        sign_test([1.0], [math.nan])
