@@ -102,7 +102,7 @@ def test_the_trainer_pairs_its_variants_and_a_mechanism_decides_the_task():
     assert losses["global"] < reach_loss(tokens, answers, 6)
     with torch.no_grad():
         assert answer_loss(models["global"], tokens, answers).item() == pytest.approx(losses["global"])
-    # The largest training loss is at least the first batch's, which an untrained model gives near ln 2.
+    # The curve starts at the untrained model's loss on the first training batch, and ends lower.
     torch.manual_seed(0)
     untrained = DecoderLM(DecoderConfig(vocab_size=TRIGGER_VOCAB, d_model=16, num_heads=2, num_layers=2, max_len=25,
                                         **HF_LLAMA_SWITCHES))
