@@ -245,8 +245,8 @@ class SeedComparison:
     def smallest_shown(self) -> float:
         """The smallest mean difference (in size) this test reads as shown at this spread of the seeds: the
         t critical value times the standard error; a smaller real difference would more likely than not pass
-        unseen. With no spread the paired test's sign test decides (0 from 6 seeds: any difference;
-        infinity below) and the unpaired test cannot run (infinity); nan where no test can run (fewer than 3
+        unseen. With no spread the paired test's exact :func:`sign_test` decides (0 from 6 seeds one way:
+        any difference; infinity below, or where no seed differs) and the unpaired test cannot run (infinity); nan where no test can run (fewer than 3
         seeds, or a value that is not finite). :func:`compare_seeds` and :func:`compare_unpaired` read a
         difference as shown exactly when it is larger than this."""
         if math.isnan(self.standard_error):
@@ -254,7 +254,7 @@ class SeedComparison:
         if not self.paired:
             return _t_critical(int(self.degrees)) * self.standard_error if self.standard_error > 0 else math.inf
         if self.standard_error == 0:
-            return 0.0 if 2 * 0.5 ** len(self.differences) < 0.05 else math.inf
+            return 0.0 if sign_test([0.0] * len(self.differences), list(self.differences)) < 0.05 else math.inf
         return _t_critical(len(self.differences) - 1) * self.standard_error
 
     def __str__(self) -> str:

@@ -195,6 +195,26 @@ def build(recipe: Recipe, vocab_size: int) -> nn.Module:
                      "expected 'LanguageModel', 'DecoderLM' or 'MLADecoderLM'")
 
 
+def same_start(name: str, other: str, seed: int = 0) -> tuple[list[str], int]:
+    """Which first weights models ``name`` and ``other`` share when each is built after
+    ``torch.manual_seed(seed)``, as :func:`train` builds them: the names of ``name``'s weight tensors that
+    ``other`` holds with the same shape and values, and how many tensors ``name`` has. The premise of reading
+    two recipes as a pair seed by seed. Leaves the global generator seeded with ``seed`` plus one model's draws.
+    Taught in the chapters "ALiBi and length extrapolation" and "Attention in today's open models"."""
+    recipes = [_recipe(n, "same_start") for n in (name, other)]
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"same_start: seed must be an integer >= 0, got {seed!r}")
+    vocab_size = CharTokenizer("".join(python_source())).vocab_size  # the corpus's characters, as train builds
+    first = []
+    for recipe in recipes:
+        torch.manual_seed(seed)
+        first.append(build(recipe, vocab_size).state_dict())
+    ours, theirs = first
+    same = [key for key, value in ours.items()
+            if key in theirs and value.shape == theirs[key].shape and torch.equal(value, theirs[key])]
+    return same, len(ours)
+
+
 def _recipe(name: str, where: str) -> Recipe:
     if name not in RECIPES:
         raise ValueError(f"{where}: no zoo model named {name!r}; the zoo has {sorted(RECIPES)}")

@@ -183,6 +183,7 @@ def test_smallest_shown_is_the_edge_of_the_verdict():
         3.182 * statistics.stdev([0.1, 0.2, 0.3, 0.25]) / 2)
     assert compare_seeds([1.0] * 3, [0.0] * 3).smallest_shown == math.inf  # no spread, 3 seeds: never shown
     assert compare_seeds([1.0] * 6, [0.0] * 6).smallest_shown == 0.0  # 6 seeds one way: the sign test shows it
+    assert compare_seeds([1.0] * 6, [1.0] * 6).smallest_shown == math.inf  # no seed differs: nothing to show
     assert math.isnan(compare_seeds([1.0, 1.0], [0.0, 0.0]).smallest_shown)
 
 

@@ -209,3 +209,25 @@ def test_a_zoo_model_retrains_within_its_seed_spread(record_property):
     assert abs(again - losses[0]) <= spread + 1e-4, (
         f"{RETRAINED} re-trained to held-out loss {again:.4f}; its card says {losses[0]:.4f} and its three seeds "
         f"span {min(losses):.4f}-{max(losses):.4f} (spread {spread:.4f})")
+
+
+def test_same_start_names_the_first_weights_two_recipes_share():
+    """The pairing premise chapters 13 and 18 print: built after the same seed, code-alibi starts from every one of
+    code-llama's weights, a sink model from all of them (and has its sinks besides), a gate model from almost none
+    (its wider q_proj draws first); another seed gives other weights."""
+    same, count = zoo.same_start("code-llama", "code-alibi", seed=1)
+    assert len(same) == count > 30
+    same, count = zoo.same_start("code-llama", "code-llama-sink")
+    assert len(same) == count
+    same, count = zoo.same_start("code-llama", "code-llama-gate")
+    assert "embed_tokens.weight" in same and all(k == "embed_tokens.weight" or "norm" in k for k in same)
+    assert not any("proj" in k for k in same)
+    torch.manual_seed(0)
+    first = zoo.build(zoo.RECIPES["code-llama"], 10).state_dict()
+    torch.manual_seed(1)
+    second = zoo.build(zoo.RECIPES["code-llama"], 10).state_dict()
+    assert not torch.equal(first["layers.0.self_attn.q_proj.weight"], second["layers.0.self_attn.q_proj.weight"])
+    with pytest.raises(ValueError, match="same_start: no zoo model named 'llama'"):
+        zoo.same_start("llama", "code-alibi")
+    with pytest.raises(ValueError, match="same_start: seed must be an integer >= 0, got -1"):
+        zoo.same_start("code-llama", "code-alibi", seed=-1)
