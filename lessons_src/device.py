@@ -65,6 +65,13 @@ def _one_run(fn: Callable[..., Any], kwargs: dict) -> tuple[Any, Tensor]:
         return fn(**kwargs), torch.get_rng_state()
 
 
+def _one_thread_worker() -> None:
+    # A forked worker stays on one thread for good, also while the pool sends its result back: that send
+    # copies large tensors into shared memory, and a copy run on OpenMP threads in a child forked from a
+    # parent whose OpenMP threads have run waits for them forever (libgomp is not fork-safe).
+    torch.set_num_threads(1)
+
+
 def run_in_parallel(fn: Callable[..., Any], runs: Iterable[dict], *, processes: int | None = None) -> list[Any]:
     """``[fn(**run) for run in runs]``, each run in its own process, one per CPU core, on one thread each.
 
@@ -87,7 +94,7 @@ def run_in_parallel(fn: Callable[..., Any], runs: Iterable[dict], *, processes: 
     if processes <= 1 or not sys.platform.startswith("linux"):  # fork is safe for torch on Linux only
         outcomes = [_one_run(fn, run) for run in runs]
     else:
-        with multiprocessing.get_context("fork").Pool(processes) as pool:
+        with multiprocessing.get_context("fork").Pool(processes, initializer=_one_thread_worker) as pool:
             outcomes = pool.starmap(_one_run, [(fn, run) for run in runs], chunksize=1)
     if outcomes:
         torch.set_rng_state(outcomes[-1][1])

@@ -75,3 +75,31 @@ def test_run_in_parallel_passes_on_a_runs_error_and_refuses_bad_input_by_name():
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="processes must be an int >= 1"):
             run_in_parallel(_seeded_draw, [], processes=bad)
+
+
+_LARGE_RESULTS_AFTER_THE_PARENTS_THREADS = """
+import torch
+from lessons_src import run_in_parallel
+
+def weights(seed):
+    torch.manual_seed(seed)
+    return torch.randn(300, 300)  # large enough that sending it back copies it on several threads
+
+torch.set_num_threads(2)
+x = torch.randn(1000, 1000)
+(x @ x).clone()  # the parent's OpenMP threads run before the fork, as after a page's earlier cells
+results = run_in_parallel(weights, [dict(seed=seed) for seed in range(4)], processes=2)
+assert all(torch.equal(r, weights(seed)) for seed, r in enumerate(results))
+print("done")
+"""
+
+
+def test_run_in_parallel_returns_large_tensors_after_the_parent_ran_on_threads():
+    # It hung for good before each worker stayed on one thread (the copy into shared memory waited on
+    # OpenMP threads a forked child does not have); a fresh interpreter, so the hang cannot stall the suite.
+    import subprocess
+    import sys
+
+    finished = subprocess.run([sys.executable, "-c", _LARGE_RESULTS_AFTER_THE_PARENTS_THREADS],
+                              capture_output=True, text=True, timeout=120)
+    assert finished.returncode == 0 and finished.stdout.strip() == "done", finished.stderr[-2000:]
