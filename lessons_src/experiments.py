@@ -181,6 +181,11 @@ def _t_critical(degrees: int) -> float:
     return _T_CRITICAL[max(d for d in _T_CRITICAL if d <= degrees)]  # the next smaller table entry: stricter
 
 
+def _table_row(degrees: int) -> str:
+    """Which row of the table ``_t_critical(degrees)`` reads, in words, for printing."""
+    return "the normal" if degrees > 30 else str(max(d for d in _T_CRITICAL if d <= degrees))
+
+
 def student_t_critical(degrees: float) -> float:
     """The two-sided 5% critical value of Student's t at ``degrees`` degrees of freedom, any real number > 0 (such
     as Welch's 3.6): the ``x`` with ``P(|T| > x) = 0.05``, by bisection on the distribution function, which
@@ -260,15 +265,17 @@ class SeedComparison:
     def __str__(self) -> str:
         verdict = "shown" if self.shown else "not shown at this scale"
         if self.paired:
-            return (f"{self.mean:+.3f} ± {self.standard_error:.3f} (seed by seed "
+            error = f"{self.standard_error:.3f}" if not 0 < self.standard_error < 0.0005 else f"{self.standard_error:.4f}"
+            return (f"{self.mean:+.3f} ± {error} (seed by seed "
                     f"{', '.join(f'{d:+.3f}' for d in self.differences)}): {verdict}")
         if math.isnan(self.standard_error):
             return f"{self.mean:+.3f} (unpaired; Welch's t needs 3 finite values each): {verdict}"
         if self.standard_error == 0:
             return f"{self.mean:+.3f} ± 0.000 (unpaired; no spread in either variant, no t to read): {verdict}"
-        return (f"{self.mean:+.3f} ± {self.standard_error:.3f} (unpaired, Welch's t "
+        error = f"{self.standard_error:.3f}" if self.standard_error >= 0.0005 else f"{self.standard_error:.4f}"
+        return (f"{self.mean:+.3f} ± {error} (unpaired, Welch's t "
                 f"{self.mean / self.standard_error:+.2f} against {self.smallest_shown / self.standard_error:.2f}, "
-                f"{self.degrees:.1f} degrees of freedom): {verdict}")
+                f"{self.degrees:.2f} degrees of freedom, read at {_table_row(int(self.degrees))}): {verdict}")
 
 
 def _read(comparison: SeedComparison) -> SeedComparison:

@@ -157,6 +157,11 @@ def test_compare_unpaired_is_welchs_t_test_on_each_variants_own_spread():
     t = unpaired.mean / unpaired.standard_error  # -3.6 at 3.6 degrees of freedom: against 3.182 (3, stricter)
     assert unpaired.shown == (abs(t) > 3.182) and unpaired.smallest_shown == pytest.approx(3.182 * unpaired.standard_error)
     assert "unpaired, Welch's t" in str(unpaired)
+    assert f"{unpaired.degrees:.2f} degrees of freedom, read at 3)" in str(unpaired)  # the row the verdict used
+    many = compare_unpaired([1.0, 1.1, 1.2] * 12, [1.05, 1.3, 1.2] * 12)  # about 67 degrees: the normal's 1.96
+    assert "read at the normal)" in str(many) and many.smallest_shown == pytest.approx(1.96 * many.standard_error)
+    tight = compare_seeds([1.0, 1.1, 1.2], [1.0381, 1.1385, 1.2374])  # a standard error that rounds to 0.000
+    assert "± 0.0003 (seed by seed" in str(tight)
     # Seeds that scatter as much as the difference: the paired test shows it (the differences agree), Welch's not.
     plain, other = [1.00, 1.02, 1.04], [1.011, 1.029, 1.052]
     assert compare_seeds(plain, other).shown and not compare_unpaired(plain, other).shown
