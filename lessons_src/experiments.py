@@ -175,15 +175,19 @@ _T_CRITICAL = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2
                18: 2.101, 19: 2.093, 20: 2.086, 25: 2.060, 30: 2.042}
 
 
+def _table_row(degrees: int) -> int | None:
+    """The row of the table that ``degrees`` reads: the next smaller entry (stricter); None beyond 30 (the normal)."""
+    return None if degrees > 30 else max(d for d in _T_CRITICAL if d <= degrees)
+
+
 def _t_critical(degrees: int) -> float:
-    if degrees > 30:
-        return 1.96
-    return _T_CRITICAL[max(d for d in _T_CRITICAL if d <= degrees)]  # the next smaller table entry: stricter
+    row = _table_row(degrees)
+    return 1.96 if row is None else _T_CRITICAL[row]
 
 
-def _table_row(degrees: int) -> str:
-    """Which row of the table ``_t_critical(degrees)`` reads, in words, for printing."""
-    return "the normal" if degrees > 30 else str(max(d for d in _T_CRITICAL if d <= degrees))
+def _error_text(standard_error: float) -> str:
+    """A standard error to three places, or four under 0.0005 (so that a small spread does not print as none)."""
+    return f"{standard_error:.4f}" if 0 < standard_error < 0.0005 else f"{standard_error:.3f}"
 
 
 def student_t_critical(degrees: float) -> float:
@@ -265,17 +269,16 @@ class SeedComparison:
     def __str__(self) -> str:
         verdict = "shown" if self.shown else "not shown at this scale"
         if self.paired:
-            error = f"{self.standard_error:.3f}" if not 0 < self.standard_error < 0.0005 else f"{self.standard_error:.4f}"
-            return (f"{self.mean:+.3f} ± {error} (seed by seed "
+            return (f"{self.mean:+.3f} ± {_error_text(self.standard_error)} (seed by seed "
                     f"{', '.join(f'{d:+.3f}' for d in self.differences)}): {verdict}")
         if math.isnan(self.standard_error):
             return f"{self.mean:+.3f} (unpaired; Welch's t needs 3 finite values each): {verdict}"
         if self.standard_error == 0:
             return f"{self.mean:+.3f} ± 0.000 (unpaired; no spread in either variant, no t to read): {verdict}"
-        error = f"{self.standard_error:.3f}" if self.standard_error >= 0.0005 else f"{self.standard_error:.4f}"
-        return (f"{self.mean:+.3f} ± {error} (unpaired, Welch's t "
+        row = _table_row(int(self.degrees))
+        return (f"{self.mean:+.3f} ± {_error_text(self.standard_error)} (unpaired, Welch's t "
                 f"{self.mean / self.standard_error:+.2f} against {self.smallest_shown / self.standard_error:.2f}, "
-                f"{self.degrees:.2f} degrees of freedom, read at {_table_row(int(self.degrees))}): {verdict}")
+                f"{self.degrees:.2f} degrees of freedom, read at {'the normal' if row is None else row}): {verdict}")
 
 
 def _read(comparison: SeedComparison) -> SeedComparison:
