@@ -42,7 +42,7 @@ from .llm import DecoderConfig, DecoderLM
 from .mla import MLAConfig, MLADecoderLM
 
 __all__ = ["python_source", "Recipe", "RECIPES", "build", "train", "first_steps", "held_out_loss", "load",
-           "card", "save", "zoo_bytes", "ZOO_BUDGET_BYTES", "logits_and_weights", "output_gates"]
+           "card", "trained", "save", "zoo_bytes", "ZOO_BUDGET_BYTES", "logits_and_weights", "output_gates"]
 
 CORPUS = "data/python_stdlib.txt.gz"
 SEPARATOR = "\x1e"  # between files in the shipped snapshot (scripts/make_python_source.py)
@@ -330,6 +330,13 @@ def first_steps(name: str) -> list[float]:
 
 def _zoo_file(name: str, suffix: str):
     return resources.files("lessons_src").joinpath(f"{ZOO_DIR}/{name}{suffix}")
+
+
+def trained(name: str) -> bool:
+    """Whether the package ships zoo model ``name`` (its weights and card): a recipe may wait to be trained by
+    ``scripts/train_zoo.py``. Taught in the chapter "A language model and its heads"."""
+    _recipe(name, "trained")
+    return _zoo_file(name, ".json").is_file() and _zoo_file(name, ".safetensors").is_file()
 
 
 def card(name: str) -> dict:

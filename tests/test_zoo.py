@@ -20,7 +20,7 @@ from launch_env import TIER
 from lessons_src import CharTokenizer, zoo
 from lessons_src.device import one_cpu_thread
 
-TRAINED = [name for name in zoo.RECIPES if resources.files("lessons_src").joinpath(f"data/zoo/{name}.json").is_file()]
+TRAINED = [name for name in zoo.RECIPES if zoo.trained(name)]
 
 
 def test_the_corpus_is_the_shipped_snapshot_split_by_document():
@@ -67,9 +67,13 @@ def test_bad_names_and_inputs_are_refused_by_name():
 
 
 def test_every_recipe_has_its_card_or_says_it_is_not_trained():
+    assert "code-lm" in TRAINED and zoo.trained("code-lm")
     for name in set(zoo.RECIPES) - set(TRAINED):
+        assert not zoo.trained(name)
         with pytest.raises(FileNotFoundError, match=f"scripts/train_zoo.py {name}"):
             zoo.card(name)
+    with pytest.raises(ValueError, match="no zoo model named 'gpt-5'"):
+        zoo.trained("gpt-5")
 
 
 def test_the_zoo_keeps_to_its_budget():
