@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -38,13 +39,19 @@ def test_each_optional_transformers_cell_runs_and_compares(page):
     cells = _code_cells(page)
     imports = next(src for _, src in cells if src.lstrip().startswith("import ") and "import lessons_src" in src)
     namespace: dict = {"__name__": "__main__"}
+    optional_names: set[str] = set()  # what the optional cells import from transformers
     exec(compile(imports, f"{page.name}: imports", "exec"), namespace)
     for cell_id, src in cells:
-        if not src.startswith(OPTIONAL):
+        follow_up = re.match(r"if (\w+) is not None:", src)  # a later cell that runs only where the optional one did
+        if not src.startswith(OPTIONAL) and not (follow_up and follow_up.group(1) in optional_names):
             continue
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
             exec(compile(src, f"{page.name}: cell {cell_id}", "exec"), namespace)
+        if follow_up:  # its own asserts check it; it must have run, not skipped
+            assert printed.getvalue(), f"{page.name}, cell {cell_id}: with transformers installed it should run"
+            continue
+        optional_names.update(re.findall(r"^\s+from transformers import ([\w, ]+)", src, re.M)[0].replace(" ", "").split(","))
         assert "largest difference of the logits" in printed.getvalue(), (
             f"{page.name}, cell {cell_id}: with transformers installed the cell should compare, and printed "
             f"{printed.getvalue()!r}")
