@@ -165,26 +165,24 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
 #: Chapter 16's ladder at the zoo's size and recipe: each rung is the one before with one more switch of
 #: DecoderConfig, from the 2017 block to code-2017-rope (code-llama with biases); code-llama (no biases) and
 #: code-llama-mqa (one key/value head) are the two rungs after it.
-_D = dict(d_model=128, num_heads=4, num_layers=4)
-for _name, _config, _purpose in (
-        ("code-2017", dict(_D), "the 2017 block (post-LayerNorm, ReLU, sinusoidal positions added to the embeddings, "
-                                "biases) at code-llama's sizes and steps: the first rung of chapter 16's ladder"),
-        ("code-2017-pre-ln", dict(_D, placement="pre"),
+_rung_config = dict(d_model=128, num_heads=4, num_layers=4)  # the 2017 block: DecoderConfig's defaults
+for _name, _switch, _purpose in (
+        ("code-2017", {}, "the 2017 block (post-LayerNorm, ReLU, sinusoidal positions added to the embeddings, "
+                          "biases) at code-llama's sizes and steps: the first rung of chapter 16's ladder"),
+        ("code-2017-pre-ln", dict(placement="pre"),
          "code-2017 with LayerNorm before each sublayer (pre-LN): the ladder's second rung"),
-        ("code-2017-rmsnorm", dict(_D, placement="pre", norm="rms"),
-         "code-2017-pre-ln with RMSNorm for LayerNorm: the ladder's third rung"),
-        ("code-2017-swiglu", dict(_D, placement="pre", norm="rms", ffn="swiglu"),
-         "code-2017-rmsnorm with a SwiGLU feed-forward: the ladder's fourth rung"),
-        ("code-2017-rope", dict(_D, placement="pre", norm="rms", ffn="swiglu", positions="rope"),
+        ("code-2017-rmsnorm", dict(norm="rms"), "code-2017-pre-ln with RMSNorm for LayerNorm: the ladder's third rung"),
+        ("code-2017-swiglu", dict(ffn="swiglu"), "code-2017-rmsnorm with a SwiGLU feed-forward: the ladder's fourth rung"),
+        ("code-2017-rope", dict(positions="rope"),
          "code-2017-swiglu with rotary embeddings inside attention for sinusoidal vectors added to the embeddings: "
          "the ladder's fifth rung, code-llama with biases")):
-    RECIPES[_name] = dataclasses.replace(RECIPES["code-llama"], name=_name, purpose=_purpose, config=_config)
+    _rung_config = dict(_rung_config, **_switch)  # the rung before, one more switch
+    RECIPES[_name] = dataclasses.replace(RECIPES["code-llama"], name=_name, purpose=_purpose, config=_rung_config)
 # Seeds 1 and 2 of the models chapters 13, 16, 17 and 18 compare, so that each comparison is read against their spread.
 SEEDS = (0, 1, 2)
 for _base, _reader in (("code-llama", "chapter 13"), ("code-alibi", "chapter 13"),
                        ("code-llama-sink", "chapter 18"), ("code-llama-gate", "chapter 18"), ("code-llama-mqa", "chapter 17"), ("code-mla", "chapter 17"),
-                       *((rung, "chapter 16") for rung in ("code-2017", "code-2017-pre-ln", "code-2017-rmsnorm",
-                                                           "code-2017-swiglu", "code-2017-rope"))):
+                       *((rung, "chapter 16") for rung in list(RECIPES) if rung.startswith("code-2017"))):
     for _seed in SEEDS[1:]:
         RECIPES[f"{_base}-seed{_seed}"] = dataclasses.replace(
             RECIPES[_base], name=f"{_base}-seed{_seed}", seed=_seed,

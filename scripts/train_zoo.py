@@ -90,8 +90,7 @@ def main() -> int:
         return 1 if failed else 0
     if args.list:
         for name, recipe in zoo.RECIPES.items():
-            trained = (FOLDER / f"{name}.json").is_file()
-            print(f"{name:>16}  {'trained' if trained else 'not trained':>11}  {recipe.chapter}: {recipe.purpose}")
+            print(f"{name:>16}  {'trained' if zoo.trained(name) else 'not trained':>11}  {recipe.chapter}: {recipe.purpose}")
         return 0
     names = list(zoo.RECIPES) if args.all else args.names
     unknown = [n for n in names if n not in zoo.RECIPES]
